@@ -1,0 +1,11 @@
+"""minigrad: a small, readable, tape-based autograd framework on NumPy (CPU) and CuPy (GPU),
+with batch normalization as separate normalize / multiply / add primitives and a fused op."""
+from . import autograd, ops
+from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backends import DeviceError, get_backend
+from .creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor,
+                       zeros, zeros_like)
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .tensor import Tensor
+
+__version__ = "0.1.0"

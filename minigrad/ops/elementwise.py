@@ -1,0 +1,247 @@
+"""Elementwise primitives with NumPy broadcasting.
+
+Each backward is the chain rule for one function, written with tensor ops so that it can be
+differentiated again; `unbroadcast` sums a gradient back to the shape of a broadcast input.
+"""
+from ._shapes import unbroadcast
+from .base import Op, lift
+
+
+def _grads(ctx, grad_a, grad_b):
+    """Pair of input gradients, each computed only when that input needs one."""
+    a_shape, b_shape = ctx.shapes
+    return (unbroadcast(grad_a(), a_shape) if ctx.needs_input_grad[0] else None,
+            unbroadcast(grad_b(), b_shape) if ctx.needs_input_grad[1] else None)
+
+
+class Add(Op):
+    """a + b;  da = g, db = g."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return _grads(ctx, lambda: g, lambda: g)
+
+
+class Sub(Op):
+    """a - b;  da = g, db = -g."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        return _grads(ctx, lambda: g, lambda: -g)
+
+
+class Mul(Op):
+    """a * b;  da = g * b, db = g * a."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        ctx.save(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved
+        return _grads(ctx, lambda: g * b, lambda: g * a)
+
+
+class Div(Op):
+    """a / b;  da = g / b, db = -g * a / b^2."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        ctx.save(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved
+        return _grads(ctx, lambda: g / b, lambda: -g * a / (b * b))
+
+
+class Neg(Op):
+    """-a;  da = -g."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Pow(Op):
+    """a ** p for a constant number p;  da = g * p * a^(p-1)."""
+
+    @staticmethod
+    def forward(ctx, a, exponent):
+        ctx.exponent = exponent
+        ctx.save(a)
+        return a ** exponent
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved
+        p = ctx.exponent
+        return g * p * a ** (p - 1) if p != 1 else g
+
+
+class Exp(Op):
+    """exp(a);  da = g * exp(a)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.exp(a)
+        ctx.save(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved
+        return g * out
+
+
+class Log(Op):
+    """log(a);  da = g / a."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save(a)
+        return ctx.xp.log(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved
+        return g / a
+
+
+class Sqrt(Op):
+    """sqrt(a);  da = g / (2 sqrt(a))."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.sqrt(a)
+        ctx.save(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved
+        return g / (out * 2)
+
+
+class Maximum(Op):
+    """max(a, b) elementwise; the gradient goes to the larger input, split evenly on ties
+    (PyTorch's rule)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        ctx.save(a, b)
+        return ctx.xp.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved
+        share_a = (a > b).astype(g.dtype) + (a == b).astype(g.dtype) * 0.5
+        return _grads(ctx, lambda: g * share_a, lambda: g * (1 - share_a))
+
+
+class Relu(Op):
+    """max(a, 0);  da = g where a > 0, else 0."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.maximum(a, 0)
+        ctx.positive = out > 0
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return where(ctx.positive, g, 0)
+
+
+class Tanh(Op):
+    """tanh(a);  da = g * (1 - tanh(a)^2)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.tanh(a)
+        ctx.save(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved
+        return g * (1 - out * out)
+
+
+class Sigmoid(Op):
+    """1 / (1 + exp(-a)), computed as (1 + tanh(a/2)) / 2, which never overflows;
+    da = g * s * (1 - s)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.tanh(a * 0.5)
+        out += 1
+        out *= 0.5
+        ctx.save(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved
+        return g * out * (1 - out)
+
+
+class Where(Op):
+    """condition ? a : b (condition is a boolean tensor);  da = g where condition, db = g elsewhere."""
+
+    @staticmethod
+    def forward(ctx, condition, a, b):
+        ctx.shapes = a.shape, b.shape
+        ctx.condition = condition
+        return ctx.xp.where(condition, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        da, db = _grads(ctx, lambda: where(ctx.condition, g, 0), lambda: where(ctx.condition, 0, g))
+        return None, da, db
+
+
+class Cast(Op):
+    """a converted to `dtype`; the gradient is converted back to a's dtype."""
+
+    @staticmethod
+    def forward(ctx, a, dtype):
+        ctx.dtype = a.dtype
+        return a.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(ctx.dtype)
+
+
+def where(condition, a, b):
+    """Elementwise `a` where `condition` holds, else `b` (numbers, arrays or tensors)."""
+    from ..tensor import Tensor
+
+    if isinstance(condition, Tensor):
+        condition = condition.data
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError("where: a or b must be a Tensor")
+    like = a if isinstance(a, Tensor) else b
+    condition = Tensor._wrap(like._backend.asarray(condition), like._backend)
+    return Where.apply(condition, lift(Where, a, like), lift(Where, b, like))

@@ -1,0 +1,56 @@
+"""Shape primitives: the data is moved, never computed on, so each backward moves the gradient
+back the way it came."""
+from ._shapes import unbroadcast
+from .base import Op
+
+
+class Reshape(Op):
+    """x viewed with a new shape (-1 allowed once);  dx = g reshaped back."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} "
+                             f"({x.size} elements) to {tuple(shape)}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.in_shape)
+
+
+class Transpose(Op):
+    """x with its axes permuted (reversed when `axes` is None);  dx = g with the inverse
+    permutation."""
+
+    @staticmethod
+    def forward(ctx, x, axes=None):
+        axes = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
+        if sorted(axes) != list(range(x.ndim)):
+            raise ValueError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
+                             f"tensor of shape {x.shape}")
+        ctx.inverse = tuple(sorted(range(x.ndim), key=axes.__getitem__))
+        return x.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.permute(ctx.inverse)
+
+
+class BroadcastTo(Op):
+    """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        try:
+            return ctx.xp.broadcast_to(x, shape)
+        except ValueError:
+            raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to "
+                             f"{tuple(shape)}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.in_shape)
