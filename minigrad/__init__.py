@@ -7,5 +7,6 @@ from .creation import (arange, from_numpy, full, manual_seed, ones, ones_like, r
                        zeros, zeros_like)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
+from . import viz
 
 __version__ = "0.1.0"
