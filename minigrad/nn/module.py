@@ -1,0 +1,352 @@
+"""`Module`, the base class of every layer, and `Parameter`, the tensors a module learns.
+
+A module keeps three ordered registries, filled by plain attribute assignment:
+
+    self.weight = Parameter(...)              -> _parameters   (learned; in parameters())
+    self.register_buffer("running_mean", t)   -> _buffers      (state that is not learned)
+    self.block = Linear(...)                  -> _modules      (children)
+
+Names are PyTorch's, so `state_dict()` keys ("features.0.weight", "bn.running_mean") and layouts
+match a PyTorch model built the same way.
+"""
+from collections import OrderedDict, namedtuple
+
+import numpy
+
+from ..backends import get_backend
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf tensor that a module learns: `requires_grad` is True unless asked otherwise.
+
+    `Parameter(t)` shares `t`'s array (no copy), as in PyTorch.
+    """
+
+    def __init__(self, data, requires_grad=True):
+        super().__init__(data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+_DTYPE_FAMILIES = {"f": "floating", "c": "complex", "i": "integer", "u": "integer", "b": "bool"}
+
+
+class StateDictError(RuntimeError):
+    """`load_state_dict` found problems; the message lists all of them and nothing was loaded."""
+
+
+class Module:
+    """Base class of layers and models: subclass it, assign parameters, buffers and submodules
+    as attributes in `__init__`, and write `forward`. Calling the module calls `forward`."""
+
+    def __init__(self):
+        # object.__setattr__: our own __setattr__ needs these registries to exist already.
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward(); define it")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ registration
+    def _registries(self):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
+                                 "assigning attributes")
+        return self._parameters, self._buffers, self._modules
+
+    def _forget(self, name):
+        """Remove `name` from every registry and the instance dict (before re-assigning it)."""
+        for registry in self._registries():
+            registry.pop(name, None)
+        self._non_persistent_buffers.discard(name)
+        self.__dict__.pop(name, None)
+
+    def register_parameter(self, name, param):
+        """Add a parameter (a `Parameter` or None, for an absent optional one such as a bias)."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, "
+                            f"not {type(param).__name__}")
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Add a buffer: module state that is not learned (running statistics, counters).
+
+        Buffers follow the module in `to()` and, when `persistent`, appear in `state_dict()`;
+        they never appear in `parameters()`. `tensor` may be None (an absent buffer).
+        """
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, "
+                            f"not {type(tensor).__name__}")
+        if isinstance(tensor, Parameter):
+            raise TypeError(f"register_buffer: {name!r} is a Parameter; use register_parameter")
+        self._forget(name)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None, "
+                            f"not {type(module).__name__}")
+        self._forget(name)
+        self._modules[name] = module
+
+    def __setattr__(self, name, value):
+        parameters, buffers, modules = self._registries()
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value)
+        elif isinstance(value, Module):
+            self.add_module(name, value)
+        elif name in parameters:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} to parameter {name!r} of "
+                                f"{type(self).__name__}: use a Parameter or None")
+            parameters[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} to buffer {name!r} of "
+                                f"{type(self).__name__}: use a Tensor or None")
+            buffers[name] = value
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} to submodule {name!r} "
+                                f"of {type(self).__name__}: use a Module or None")
+            modules[name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # Only called when normal lookup fails, i.e. for registered names.
+        for registry in ("_parameters", "_buffers", "_modules"):
+            entries = self.__dict__.get(registry)
+            if entries is not None and name in entries:
+                return entries[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        if any(name in registry for registry in self._registries()):
+            self._forget(name)
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+    # ------------------------------------------------------------------ traversal
+    def named_modules(self, prefix="", memo=None):
+        """(name, module) for this module and every descendant, each module once."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self):
+        for _, child in self.named_children():
+            yield child
+
+    def _named_entries(self, registry, prefix, recurse):
+        """(qualified name, tensor) from one registry of this module (and descendants); a tensor
+        shared by several modules comes once, under its first name."""
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, tensor in getattr(module, registry).items():
+                if tensor is None or id(tensor) in seen:
+                    continue
+                seen.add(id(tensor))
+                yield (f"{module_prefix}.{name}" if module_prefix else name), tensor
+
+    def named_parameters(self, prefix="", recurse=True):
+        return self._named_entries("_parameters", prefix, recurse)
+
+    def parameters(self, recurse=True):
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_buffers(self, prefix="", recurse=True):
+        return self._named_entries("_buffers", prefix, recurse)
+
+    def buffers(self, recurse=True):
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    def apply(self, fn):
+        """Call `fn(module)` on every descendant, then on this module (e.g. custom init)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------ modes and devices
+    def train(self, mode=True):
+        """Training mode (dropout active, batch norm uses batch statistics) for the whole tree."""
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self):
+        """Evaluation mode: `train(False)`."""
+        return self.train(False)
+
+    def zero_grad(self, set_to_none=True):
+        """Forget the gradients of every parameter (set to None, or zero them in place)."""
+        for param in self.parameters():
+            if set_to_none:
+                param.grad = None
+            elif param.grad is not None:
+                param.grad.zero_()
+
+    def to(self, device=None, dtype=None):
+        """Move every parameter and buffer to `device` and/or cast floating ones to `dtype`,
+        in place: the Parameter objects stay the same, so an optimizer built before still
+        holds them. Gradients move along. Returns self."""
+        backend = None if device is None else get_backend(device)
+        for module in self.modules():
+            for registry in (module._parameters, module._buffers):
+                for tensor in registry.values():
+                    if tensor is not None:
+                        _move(tensor, backend, dtype)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    # ------------------------------------------------------------------ state
+    def _state_tensors(self, prefix=""):
+        """(key, tensor) for every entry of the state dict: all parameters and persistent
+        buffers under every name they have (a shared module or tensor appears under each, as in
+        PyTorch)."""
+        for name, param in self._parameters.items():
+            if param is not None:
+                yield prefix + name, param
+        for name, buffer in self._buffers.items():
+            if buffer is not None and name not in self._non_persistent_buffers:
+                yield prefix + name, buffer
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._state_tensors(prefix + name + ".")
+
+    def state_dict(self):
+        """An OrderedDict of PyTorch-style keys to NumPy copies of parameters and persistent
+        buffers, whatever the device (a GPU model's state loads on the CPU and back)."""
+        return OrderedDict((key, _numpy_copy(tensor)) for key, tensor in self._state_tensors())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy `state_dict` (values: NumPy arrays, Tensors, or anything with `__array__`)
+        into this module's parameters and buffers, in place and on their own devices.
+
+        Everything is checked first: keys (missing or unexpected ones are errors when `strict`),
+        shapes (must be equal) and dtypes (a float may load into another float width, an
+        integer into another integer width; other kinds are errors). If anything is wrong, a
+        `StateDictError` lists every problem and nothing is changed. Returns
+        `IncompatibleKeys(missing_keys, unexpected_keys)`.
+        """
+        own = OrderedDict(self._state_tensors())
+        missing = [key for key in own if key not in state_dict]
+        unexpected = [key for key in state_dict if key not in own]
+        problems = []
+        if strict:
+            problems += [f"missing key {key!r}" for key in missing]
+            problems += [f"unexpected key {key!r}" for key in unexpected]
+        arrays = {}
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            array, problem = _checked_array(key, state_dict[key], target)
+            if problem:
+                problems.append(problem)
+            else:
+                arrays[key] = array
+        if problems:
+            raise StateDictError(
+                f"error(s) loading the state dict into {type(self).__name__} (nothing was "
+                "changed):\n  " + "\n  ".join(problems))
+        for key, array in arrays.items():
+            target = own[key]
+            target.data[...] = target.backend.asarray(array, dtype=target.dtype)
+        return IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------------ display
+    def extra_repr(self):
+        """The text inside the parentheses of this module's repr (its settings)."""
+        return ""
+
+    def __repr__(self):
+        children = [f"({name}): " + repr(child).replace("\n", "\n  ")
+                    for name, child in self._modules.items()]
+        extra = self.extra_repr()
+        if not children:
+            return f"{type(self).__name__}({extra})"
+        lines = ([extra] if extra else []) + children
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _move(tensor, backend, dtype):
+    """Re-home `tensor` (and its gradient) on `backend` and/or cast it to `dtype`, keeping the
+    Python object: only its array and backend change."""
+    if backend is not None and tensor.backend is not backend:
+        tensor.data = backend.asarray(tensor.backend.to_numpy(tensor.data))
+        tensor._backend = backend
+        if tensor.grad is not None:
+            tensor.grad = tensor.grad.to(backend.device)
+    if dtype is not None and tensor.dtype.kind == "f":
+        dtype = tensor.backend.xp.dtype(dtype)
+        if tensor.dtype != dtype:
+            tensor.data = tensor.data.astype(dtype)
+            if tensor.grad is not None:
+                tensor.grad = tensor.grad.to(dtype=dtype)
+
+
+def _numpy_copy(tensor):
+    """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it)."""
+    array = tensor.numpy()
+    return array.copy() if tensor.device == "cpu" else array
+
+
+def _checked_array(key, value, target):
+    """`value` as a NumPy array ready to copy into `target`, or (None, the problem)."""
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    try:
+        array = numpy.asarray(value)
+    except Exception as error:  # anything at all may be passed in; report, do not crash
+        return None, f"{key!r}: cannot read a {type(value).__name__} as an array ({error})"
+    if array.shape != target.shape:
+        return None, (f"{key!r}: shape {array.shape} in the state dict, but the module's "
+                      f"tensor has shape {target.shape}")
+    have = _DTYPE_FAMILIES.get(array.dtype.kind)
+    want = _DTYPE_FAMILIES.get(target.dtype.kind)
+    if have is None or have != want:
+        return None, (f"{key!r}: dtype {array.dtype} in the state dict cannot load into the "
+                      f"module's {target.dtype} tensor ({want} values expected)")
+    return array, None
