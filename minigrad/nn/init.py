@@ -1,0 +1,101 @@
+"""Parameter initialisation, in place, as in `torch.nn.init`.
+
+Random values are drawn on the CPU from minigrad's one seeded generator
+(`minigrad.manual_seed`), so a model built after the same seed has the same weights on every
+device. Each function fills `tensor.data` in place (not recorded on the tape) and returns the tensor.
+"""
+import math
+
+from ..creation import generator
+
+_LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity")
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The factor that keeps activations' variance steady through `nonlinearity`:
+    1 for linear/sigmoid, 5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu
+    (slope `param`, default 0.01)."""
+    if nonlinearity in _LINEAR_GAINS:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    raise ValueError(f"calculate_gain: unknown nonlinearity {nonlinearity!r}; expected one of "
+                     f"{', '.join(_LINEAR_GAINS)}, tanh, relu, leaky_relu")
+
+
+def fan_in_and_fan_out(tensor):
+    """(fan_in, fan_out) of a weight laid out (out, in, *kernel): in * kernel size and
+    out * kernel size."""
+    if tensor.ndim < 2:
+        raise ValueError(f"fan in and fan out need a tensor with at least 2 dimensions, "
+                         f"not shape {tensor.shape}")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fill(tensor, values):
+    """Copy CPU `values` into the tensor's array, in its dtype and on its device."""
+    tensor.data[...] = tensor.backend.asarray(values, dtype=tensor.dtype)
+    return tensor
+
+
+def uniform_(tensor, a=0.0, b=1.0):
+    """Fill with samples of U(a, b)."""
+    return _fill(tensor, generator().uniform(a, b, tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0):
+    """Fill with samples of N(mean, std^2)."""
+    return _fill(tensor, generator().normal(mean, std, tensor.shape))
+
+
+def constant_(tensor, value):
+    tensor.data[...] = value
+    return tensor
+
+
+def zeros_(tensor):
+    return constant_(tensor, 0)
+
+
+def ones_(tensor):
+    return constant_(tensor, 1)
+
+
+def _fan(tensor, mode):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"kaiming init: mode must be 'fan_in' or 'fan_out', not {mode!r}")
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    """He initialisation: U(-bound, bound) with bound = gain * sqrt(3 / fan).
+
+    PyTorch's default for Linear and Conv weights is a = sqrt(5), which gives
+    bound = 1 / sqrt(fan_in)."""
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(tensor, mode))
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    """He initialisation: N(0, std^2) with std = gain / sqrt(fan)."""
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
+
+
+def xavier_uniform_(tensor, gain=1.0):
+    """Glorot initialisation: U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_normal_(tensor, gain=1.0):
+    """Glorot initialisation: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
