@@ -1,0 +1,9 @@
+"""Data: datasets, the DataLoader that batches them into tensors, and MNIST."""
+from .dataloader import DataLoader
+from .dataset import Dataset, TensorDataset
+from .download import ChecksumError, DownloadError
+from .idx import IDXError, read_idx
+from .mnist import MNIST, DatasetNotFoundError
+
+__all__ = ["ChecksumError", "DataLoader", "Dataset", "DatasetNotFoundError", "DownloadError",
+           "IDXError", "MNIST", "TensorDataset", "read_idx"]
