@@ -8,5 +8,6 @@ from .creation import (arange, from_numpy, full, manual_seed, ones, ones_like, r
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
 from . import viz
+from . import data
 
 __version__ = "0.1.0"
