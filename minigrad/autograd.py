@@ -187,6 +187,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
     With `capture` (a list of tensors) the gradients of those tensors are returned in order and
     no `.grad` is touched; otherwise leaf tensors accumulate into `.grad`.
     """
+    from .tensor import Tensor
+
     node_grads = {}   # node -> list with one gradient slot per output
     leaf_grads = {}   # id(leaf) -> [leaf, gradient]
     captured = {}
@@ -220,6 +222,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
             for tensor, grad, needed in zip(node.inputs, input_grads, node.ctx.needs_input_grad):
                 if grad is None or not needed:
                     continue
+                if not isinstance(grad, Tensor):
+                    raise TypeError(
+                        f"{node.name}.backward returned a gradient of type {type(grad).__name__}; "
+                        "return Tensors made with minigrad ops (array code belongs in forward)")
                 if grad.shape != tensor.shape:
                     raise RuntimeError(
                         f"{node.name}.backward returned a gradient of shape {grad.shape} for an "
