@@ -9,5 +9,6 @@ from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
 from . import viz
 from . import data
+from . import nn, optim
 
 __version__ = "0.1.0"

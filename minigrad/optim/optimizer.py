@@ -1,0 +1,154 @@
+"""`Optimizer`: parameter groups, per-parameter state, `zero_grad`, `step`, and its state dict.
+
+A subclass gives its defaults and writes `_update(param, grad, state, group)`: array code on the
+parameter's backend (`param.backend.xp`) that changes `param.data` in place. Updates never go on
+the tape (they touch arrays, not tensors), never write into `grad` (a gradient array may be
+shared), and take their temporaries from `_work_arrays`, so a step allocates nothing after the
+first one.
+"""
+from ..autograd import enable_grad
+from ..tensor import Tensor
+
+
+class Optimizer:
+    """Base class. `params` is an iterable of tensors, or of dicts
+    `{"params": [...], "lr": ..., ...}` (parameter groups with their own settings; settings a
+    group leaves out come from the optimizer's defaults)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.state = {}          # parameter -> its state (momentum buffers, step counts, ...)
+        self.param_groups = []
+        self._work = {}          # (device, dtype) -> flat scratch array shared by all parameters
+        groups = [params] if isinstance(params, Tensor) else list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, group):
+        """Add a group of parameters with its own settings (the rest from the defaults)."""
+        name = type(self).__name__
+        group = dict(group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name}: can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{name}: cannot optimize a non-leaf tensor (shape {p.shape}); "
+                                 "optimize the leaf it was computed from")
+            if id(p) in seen:
+                raise ValueError(f"{name}: a parameter of shape {p.shape} appears in more than "
+                                 "one place in the parameter groups")
+            seen.add(id(p))
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        self._check_settings(group)
+        self.param_groups.append(group)
+
+    def _check_settings(self, group):
+        """Raise ValueError for settings the update rule cannot use."""
+
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient (None, or zeros in place)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.zero_()
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; parameters whose `.grad` is None are
+        skipped. `closure`, if given, recomputes and returns the loss first."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
+        return loss
+
+    def _update(self, param, grad, state, group):
+        raise NotImplementedError
+
+    def _work_arrays(self, param):
+        """Two scratch arrays shaped like `param`: views into one buffer per (device, dtype)
+        that every parameter reuses, grown to the largest parameter on the first step."""
+        size = param.data.size
+        key = (param.device, param.dtype)
+        buffer = self._work.get(key)
+        if buffer is None or buffer.size < 2 * size:
+            buffer = param.backend.xp.empty(2 * size, dtype=param.dtype)
+            self._work[key] = buffer
+        return buffer[:size].reshape(param.shape), buffer[size:2 * size].reshape(param.shape)
+
+    # ------------------------------------------------------------------ state dict
+    def state_dict(self):
+        """{"state": {index: {name: NumPy array or number}}, "param_groups": [settings with
+        "params" as indices]}, PyTorch's layout; parameters are numbered across groups in order."""
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            settings = {k: v for k, v in group.items() if k != "params"}
+            settings["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(settings)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if self.state.get(p):
+                    state[index[id(p)]] = {k: _export(v, p) for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore settings and state saved by `state_dict()` from an optimizer over parameters
+        of the same shapes in the same groups; state arrays go to each parameter's device."""
+        name = type(self).__name__
+        groups = state_dict["param_groups"]
+        sizes = [len(g["params"]) for g in self.param_groups]
+        if [len(g["params"]) for g in groups] != sizes:
+            raise ValueError(f"{name}.load_state_dict: the saved groups hold "
+                             f"{[len(g['params']) for g in groups]} parameters, this optimizer's "
+                             f"hold {sizes}")
+        by_index = {}
+        for saved, group in zip(groups, self.param_groups):
+            by_index.update(zip(saved["params"], group["params"]))
+        new_state = {}
+        for key, values in state_dict["state"].items():
+            p = by_index[int(key)]
+            new_state[p] = {k: _import(v, p, f"{name}.load_state_dict: state {key}.{k}")
+                            for k, v in values.items()}
+        for saved, group in zip(groups, self.param_groups):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = new_state
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+def _export(value, param):
+    """A state entry for the state dict: arrays as NumPy copies, numbers as they are."""
+    if hasattr(value, "shape"):
+        array = param.backend.to_numpy(value)
+        return array.copy() if param.device == "cpu" else array
+    return value
+
+
+def _import(value, param, where):
+    """A state entry from a state dict, on `param`'s device (arrays must match its shape)."""
+    if not hasattr(value, "shape"):
+        return value
+    if tuple(value.shape) != param.shape:
+        raise ValueError(f"{where} has shape {tuple(value.shape)}, but the parameter has shape "
+                         f"{param.shape}")
+    return param.backend.asarray(value, dtype=param.dtype).copy()
