@@ -10,5 +10,6 @@ from .tensor import Tensor
 from . import viz
 from . import data
 from . import nn, optim
+from .serialization import load, save
 
 __version__ = "0.1.0"
