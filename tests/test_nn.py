@@ -63,9 +63,9 @@ def test_reassigning_moves_a_name_between_registries():
 
 def test_assignment_errors():
     block = Block()
-    with pytest.raises(TypeError, match="parameter 'weight'"):
+    with pytest.raises(TypeError, match="'weight' must be a Parameter"):
         block.weight = mg.ones(2, 3)        # a plain tensor is not a Parameter
-    with pytest.raises(TypeError, match="buffer 'running_mean'"):
+    with pytest.raises(TypeError, match="'running_mean' must be a Tensor"):
         block.running_mean = np.zeros(3)
     with pytest.raises(TypeError, match="register_buffer"):
         block.register_buffer("x", np.zeros(3))

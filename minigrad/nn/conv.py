@@ -1,8 +1,7 @@
 """2-D convolution layer."""
-from .. import creation
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module
 
 
 def pair(value):
@@ -20,11 +19,8 @@ class Conv2d(Module):
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = pair(kernel_size), pair(stride), pair(padding)
-        self.weight = Parameter(creation.zeros(out_channels, in_channels, *self.kernel_size,
-                                               dtype=dtype, device=device))
-        self.bias = (Parameter(creation.zeros(out_channels, dtype=dtype, device=device))
-                     if bias else None)
-        self.reset_parameters()
+        self.weight, self.bias = init.default_parameters(
+            (out_channels, in_channels, *self.kernel_size), bias, device, dtype)
 
     def reset_parameters(self):
         init.default_init_(self.weight, self.bias)

@@ -6,7 +6,8 @@ device. Each function fills `tensor.data` in place (not recorded on the tape) an
 """
 import math
 
-from ..creation import generator
+from ..creation import generator, zeros
+from .module import Parameter
 
 _LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity")
 
@@ -109,3 +110,12 @@ def default_init_(weight, bias=None):
         fan_in, _ = fan_in_and_fan_out(weight)
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         uniform_(bias, -bound, bound)
+
+
+def default_parameters(weight_shape, bias=True, device=None, dtype=None):
+    """(weight, bias) Parameters for a Linear or Conv layer with the weight laid out
+    (out, in, *kernel), initialised by `default_init_`; bias is None when not wanted."""
+    weight = Parameter(zeros(*weight_shape, dtype=dtype, device=device))
+    bias = Parameter(zeros(weight_shape[0], dtype=dtype, device=device)) if bias else None
+    default_init_(weight, bias)
+    return weight, bias

@@ -1,8 +1,7 @@
 """Fully connected layer and the identity."""
-from .. import creation
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module
 
 
 class Identity(Module):
@@ -19,11 +18,8 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(creation.zeros(out_features, in_features, dtype=dtype,
-                                               device=device))
-        self.bias = (Parameter(creation.zeros(out_features, dtype=dtype, device=device))
-                     if bias else None)
-        self.reset_parameters()
+        self.weight, self.bias = init.default_parameters((out_features, in_features), bias,
+                                                         device, dtype)
 
     def reset_parameters(self):
         init.default_init_(self.weight, self.bias)

@@ -71,11 +71,15 @@ class Module:
         self._non_persistent_buffers.discard(name)
         self.__dict__.pop(name, None)
 
+    @staticmethod
+    def _check(name, value, kind, where):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"{where}: {name!r} must be a {kind.__name__} or None, "
+                            f"not {type(value).__name__}")
+
     def register_parameter(self, name, param):
         """Add a parameter (a `Parameter` or None, for an absent optional one such as a bias)."""
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, "
-                            f"not {type(param).__name__}")
+        self._check(name, param, Parameter, "register_parameter")
         self._forget(name)
         self._parameters[name] = param
 
@@ -85,9 +89,7 @@ class Module:
         Buffers follow the module in `to()` and, when `persistent`, appear in `state_dict()`;
         they never appear in `parameters()`. `tensor` may be None (an absent buffer).
         """
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, "
-                            f"not {type(tensor).__name__}")
+        self._check(name, tensor, Tensor, "register_buffer")
         if isinstance(tensor, Parameter):
             raise TypeError(f"register_buffer: {name!r} is a Parameter; use register_parameter")
         self._forget(name)
@@ -96,9 +98,7 @@ class Module:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
-        if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be a Module or None, "
-                            f"not {type(module).__name__}")
+        self._check(name, module, Module, "add_module")
         self._forget(name)
         self._modules[name] = module
 
@@ -108,22 +108,16 @@ class Module:
             self.register_parameter(name, value)
         elif isinstance(value, Module):
             self.add_module(name, value)
-        elif name in parameters:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} to parameter {name!r} of "
-                                f"{type(self).__name__}: use a Parameter or None")
-            parameters[name] = None
-        elif name in buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign {type(value).__name__} to buffer {name!r} of "
-                                f"{type(self).__name__}: use a Tensor or None")
-            buffers[name] = value
-        elif name in modules:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} to submodule {name!r} "
-                                f"of {type(self).__name__}: use a Module or None")
-            modules[name] = None
         else:
+            # A registered name keeps its kind (a buffer stays a buffer, persistence and all).
+            for registry, kind, label in ((parameters, Parameter, "parameter"),
+                                          (buffers, Tensor, "buffer"),
+                                          (modules, Module, "submodule")):
+                if name in registry:
+                    self._check(name, value, kind,
+                                f"assigning to a registered {label} of {type(self).__name__}")
+                    registry[name] = value
+                    return
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
