@@ -5,9 +5,12 @@ on `ctx.xp`) and `backward` (tensor code), and call it with `.apply`.
 """
 from ._shapes import unbroadcast
 from .base import Op
+from .batch_norm_kernel import ArrayBatchNorm
 from .elementwise import (Add, Cast, Div, Exp, Log, Maximum, Mul, Neg, Pow, Relu, Sigmoid, Sqrt,
                           Sub, Tanh, Where, where)
+from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_norm
 from .linalg import MatMul
+from .normalize import Normalize, normalize
 from .reduction import Max, Mean, Sum, Var
 from .shape import BroadcastTo, Reshape, Transpose
 

@@ -1,0 +1,205 @@
+"""Batch norm as array code: the CPU counterpart of the CUDA kernel behind `fused_batch_norm`.
+
+`ArrayBatchNorm(xp)` has the methods of the object `backend.kernel("batch_norm")` returns on the
+GPU, so `FusedBatchNorm` calls the same three functions on either device:
+
+    forward_train(x, gamma, beta, axis, eps, running_mean=None, running_var=None, factor=0.0)
+        -> (y, mean, var, rstd)
+    forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
+    backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
+        -> (dx, dgamma, dbeta)
+
+Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
+or (N, C): (rows, C, 1)); `gamma`, `beta`, `mean`, `var`, `rstd` are (C,) vectors (gamma and
+beta may be None). Statistics are accumulated in float32 for float16 input, and in the input's
+precision otherwise; M = P*Q values per channel.
+
+    forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (two passes: stable)
+               a = gamma * rstd,  b = beta - mean * a,  y = a * x + b  (rstd = 1 / sqrt(var + eps))
+    backward:  sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
+               dgamma = sum_gxhat,  dbeta = sum_g
+               dx = a * (g - (sum_g + xhat * sum_gxhat) / M)
+                  = k1 * g + k2 * (x - mean) + k3  with per-channel k1 = a,
+                    k2 = -a * rstd * sum_gxhat / M,  k3 = -a * sum_g / M
+
+Speed on the CPU comes from memory traffic, not arithmetic: every full-size pass costs about the
+same. The loops below walk x (and g) in blocks of about a megabyte, so a block's centred copy
+`x - mean` lives in one reused scratch buffer that stays in cache; the result arrays are
+written once and the centring avoids the cancellation `sum(g*x) - mean*sum(g)` suffers when the
+mean is large next to the spread.
+"""
+import threading
+
+_BLOCK_ELEMENTS = 1 << 18   # ~1 MB of float32 per block: fits in L2 next to its operands
+
+
+def accumulation_dtype(xp, dtype):
+    """The dtype statistics are accumulated in: float32 for float16 (and narrower), else `dtype`."""
+    return xp.result_type(dtype, xp.float32)
+
+
+def update_running_stats(running_mean, running_var, mean, var, count, factor):
+    """In place: running = (1 - factor) * running + factor * batch, with the batch variance made
+    unbiased (var * count / (count - 1)), PyTorch's convention. `count` must be above 1."""
+    unbiased = var * (count / (count - 1))
+    running_mean *= 1.0 - factor
+    running_mean += factor * mean
+    running_var *= 1.0 - factor
+    running_var += factor * unbiased
+
+
+def _scale(gamma, rstd):
+    """The per-channel factor a = gamma * rstd (rstd alone without gamma)."""
+    return rstd if gamma is None else rstd * gamma.astype(rstd.dtype, copy=False)
+
+
+def channel_view(x, axis):
+    """x as a (P, C, Q) array around the channel axis (a view when x is contiguous)."""
+    shape = x.shape
+    rows = 1
+    for n in shape[:axis]:
+        rows *= n
+    return x.reshape(rows, shape[axis], -1)
+
+
+class ArrayBatchNorm:
+    """The batch-norm kernel written with the array module `xp` (see the module docstring)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self._local = threading.local()   # one scratch buffer per thread
+
+    # ---------------------------------------------------------------- helpers
+    def _scratch(self, shape, dtype):
+        """A reused buffer of `shape` and `dtype` (fresh megabyte temporaries are slow: glibc
+        hands them out with mmap and the kernel zeroes every page)."""
+        buffer = getattr(self._local, "buffer", None)
+        size = 1
+        for n in shape:
+            size *= n
+        if buffer is None or buffer.dtype != dtype or buffer.size < size:
+            buffer = self.xp.empty(size, dtype)
+            self._local.buffer = buffer
+        return buffer[:size].reshape(shape)
+
+    def _blocks(self, x3):
+        """(rows per block, [(start, stop), ...]): row ranges of the (P, C, Q) view with about
+        _BLOCK_ELEMENTS values each."""
+        rows, per_row = x3.shape[0], x3.shape[1] * x3.shape[2]
+        step = min(rows, max(1, _BLOCK_ELEMENTS // max(per_row, 1)))
+        return step, [(start, min(start + step, rows)) for start in range(0, rows, step)]
+
+    def _centred_blocks(self, x3, mean3, dtype):
+        """Yield (start, stop, x3[start:stop] - mean) block by block, in the scratch buffer."""
+        step, blocks = self._blocks(x3)
+        scratch = self._scratch((step,) + x3.shape[1:], dtype)
+        for start, stop in blocks:
+            centred = scratch[:stop - start]
+            self.xp.subtract(x3[start:stop], mean3, out=centred)
+            yield start, stop, centred
+
+    def _contiguous(self, x):
+        return self.xp.ascontiguousarray(x)
+
+    def _moments(self, x3, acc):
+        """Per-channel mean and biased variance with one read of x: each block is centred on its
+        own mean while it is in cache (the two-pass formula, block by block), and the blocks are
+        combined exactly (Chan, Golub and LeVeque):
+            M2 = sum_b [M2_b + n_b (mean_b - mean)^2],   var = M2 / M."""
+        xp = self.xp
+        step, blocks = self._blocks(x3)
+        channels, per_row = x3.shape[1], x3.shape[2]
+        sums = xp.empty((len(blocks), channels), acc)
+        squares = xp.empty((len(blocks), channels), acc)
+        counts = xp.empty((len(blocks), 1), acc)
+        scratch = self._scratch((step,) + x3.shape[1:], acc)
+        for i, (start, stop) in enumerate(blocks):
+            block, centred = x3[start:stop], scratch[:stop - start]
+            counts[i] = (stop - start) * per_row
+            xp.einsum("pcq->c", block, out=sums[i], dtype=acc)
+            xp.subtract(block, (sums[i] / counts[i])[:, None], out=centred)
+            xp.einsum("pcq,pcq->c", centred, centred, out=squares[i])
+        count = x3.shape[0] * per_row
+        mean = sums.sum(axis=0) / acc.type(count)
+        spread = sums / counts - mean
+        var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / acc.type(count)
+        return mean, var
+
+    # ---------------------------------------------------------------- the three kernels
+    def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
+                      factor=0.0):
+        xp = self.xp
+        x3 = channel_view(self._contiguous(x), axis)
+        acc = accumulation_dtype(xp, x.dtype)
+        mean, var = self._moments(x3, acc)
+        rstd = 1.0 / xp.sqrt(var + acc.type(eps))
+        y = self._affine(x3, gamma, beta, mean, rstd).reshape(x.shape)
+        if running_mean is not None:
+            update_running_stats(running_mean, running_var, mean, var,
+                                 x3.shape[0] * x3.shape[2], factor)
+        return y, mean, var, rstd
+
+    def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
+        acc = accumulation_dtype(self.xp, x.dtype)
+        x3 = channel_view(self._contiguous(x), axis)
+        rstd = 1.0 / self.xp.sqrt(var.astype(acc) + acc.type(eps))
+        return self._affine(x3, gamma, beta, mean.astype(acc), rstd).reshape(x.shape)
+
+    def _affine(self, x3, gamma, beta, mean, rstd):
+        """y = a * x + b per channel with a = gamma * rstd, b = beta - mean * a: one pass over x
+        and y, the add done on each block while it is still in cache. Input narrower than the
+        accumulation dtype (float16) is staged through the scratch buffer, so it is rounded once."""
+        xp = self.xp
+        acc = rstd.dtype
+        scale = _scale(gamma, rstd)
+        shift = -mean * scale if beta is None else beta.astype(acc, copy=False) - mean * scale
+        a, b = scale[:, None], shift[:, None]
+        y3 = xp.empty(x3.shape, x3.dtype)
+        step, blocks = self._blocks(x3)
+        staging = None if x3.dtype == acc else self._scratch((step,) + x3.shape[1:], acc)
+        for start, stop in blocks:
+            out = y3[start:stop] if staging is None else staging[:stop - start]
+            xp.multiply(x3[start:stop], a, out=out)
+            out += b
+            if staging is not None:
+                y3[start:stop] = out
+        return y3
+
+    def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
+        xp = self.xp
+        x3 = channel_view(self._contiguous(x), axis)
+        g3 = channel_view(self._contiguous(g), axis)
+        channels, count = x3.shape[1], x3.shape[0] * x3.shape[2]
+        acc = mean.dtype
+        mean3 = mean[:, None]
+        blocks = self._blocks(x3)[1]
+        sums_g = xp.empty((len(blocks), channels), acc)
+        sums_gxc = xp.empty((len(blocks), channels), acc)   # sum(g * (x - mean)) per block
+        for i, (start, stop, centred) in enumerate(self._centred_blocks(x3, mean3, acc)):
+            block = g3[start:stop]
+            xp.einsum("pcq->c", block, out=sums_g[i], dtype=acc)
+            xp.einsum("pcq,pcq->c", block, centred, out=sums_gxc[i], dtype=acc)
+        sum_g, sum_gxc = sums_g.sum(axis=0), sums_gxc.sum(axis=0)
+        sum_gxhat = sum_gxc * rstd
+        out_dtype = acc if gamma is None else gamma.dtype
+        dgamma = sum_gxhat.astype(out_dtype) if need_dgamma else None
+        dbeta = sum_g.astype(out_dtype) if need_dbeta else None
+        dx = self._input_grad(g3, x3, mean3, rstd, gamma, sum_g, sum_gxhat, count).reshape(
+            x.shape) if need_dx else None
+        return dx, dgamma, dbeta
+
+    def _input_grad(self, g3, x3, mean3, rstd, gamma, sum_g, sum_gxhat, count):
+        """dx = k1 * g + k2 * (x - mean) + k3, one block at a time."""
+        xp = self.xp
+        a = _scale(gamma, rstd)
+        k1 = a[:, None]
+        k2 = (-a * rstd * sum_gxhat / count)[:, None]
+        k3 = (-a * sum_g / count)[:, None]
+        dx3 = xp.empty(x3.shape, x3.dtype)
+        for start, stop, centred in self._centred_blocks(x3, mean3, mean3.dtype):
+            centred *= k2
+            centred += k3
+            block = dx3[start:stop]
+            xp.multiply(g3[start:stop], k1, out=block)
+            block += centred
+        return dx3

@@ -1,0 +1,171 @@
+"""Batch norm two ways with the same numbers: composed from primitives, and fused into one op.
+
+    composed_batch_norm = add(mul(normalize(x, axes)[0], gamma), beta)    three tape nodes
+    fused_batch_norm    = the same function as one op                     one tape node
+
+Both take (x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None) and return
+(y, batch_mean, batch_var). `axis` is the channel axis (1 for NCHW, -1 for channels-last);
+gamma, beta, mean, var and the returned statistics are (C,) vectors. Without mean/var the batch's
+biased statistics are used and returned (training); with them, they are used and returned as
+given (inference). gamma and beta are optional separately: an absent one costs nothing, forward
+or backward.
+
+The fused op runs `backend.kernel("batch_norm")` (the CUDA kernel on the GPU) or, where the
+backend has none, `ArrayBatchNorm` (NumPy on the CPU); see batch_norm_kernel.py for the passes.
+Its backward computes only the gradients that are needed. When the gradient itself must be
+differentiable (create_graph=True), and in the inference form, backward differentiates the
+composed formula instead, so higher derivatives come out right.
+"""
+from .. import autograd
+from .base import Op
+from .batch_norm_kernel import ArrayBatchNorm
+from .normalize import normalize
+
+_OPTIONAL = ("gamma", "beta", "mean", "var")
+_array_kernels = {}
+
+
+def batch_norm_kernel(backend):
+    """The backend's fused kernel, or the array implementation on its array module."""
+    kernel = backend.kernel("batch_norm")
+    if kernel is None:
+        kernel = _array_kernels.get(backend.name)
+        if kernel is None:
+            kernel = _array_kernels[backend.name] = ArrayBatchNorm(backend.xp)
+    return kernel
+
+
+def _channel_axis(op, shape, axis):
+    if len(shape) < 1 or not -len(shape) <= axis < len(shape):
+        raise ValueError(f"{op}: channel axis {axis} is out of range for an input of shape "
+                         f"{shape}")
+    return axis % len(shape)
+
+
+def _channel_view_shape(shape, axis):
+    """(1, C, 1, 1)-style shape that puts a (C,) vector on `axis` of `shape`."""
+    return tuple(n if i == axis else 1 for i, n in enumerate(shape))
+
+
+def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
+    """Batch norm as normalize, then multiply by gamma, then add beta (each step skipped when its
+    parameter is None). Returns (y, batch_mean, batch_var) with (C,) statistics."""
+    from ..tensor import Tensor
+
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    axis = _channel_axis("composed_batch_norm", x.shape, axis)
+    axes = tuple(i for i in range(x.ndim) if i != axis)
+    view = _channel_view_shape(x.shape, axis)
+    if mean is None:
+        y, mean, var = normalize(x, axes, eps)
+    else:
+        y, mean, var = normalize(x, axes, eps, _viewed("mean", mean, view, x),
+                                 _viewed("var", var, view, x))
+    if gamma is not None:
+        y = y * _viewed("gamma", gamma, view, x)
+    if beta is not None:
+        y = y + _viewed("beta", beta, view, x)
+    channels = x.shape[axis]
+    return y, mean.reshape(channels), var.reshape(channels)
+
+
+def _viewed(name, vector, view, like):
+    """A (C,) parameter or statistic as a tensor shaped `view`, e.g. (1, C, 1, 1)."""
+    from ..tensor import Tensor
+
+    if not isinstance(vector, Tensor):
+        vector = Tensor(vector, device=like.device)
+    channels = max(view)   # the view is all ones but the channel axis
+    if vector.shape != (channels,):
+        raise ValueError(f"composed_batch_norm: {name} has shape {vector.shape}, but the input "
+                         f"of shape {like.shape} has {channels} channels: expected ({channels},)")
+    return vector.reshape(view)
+
+
+class FusedBatchNorm(Op):
+    """(y, batch_mean, batch_var) = fused_batch_norm(x, [gamma], [beta], [mean, var]); the
+    optional inputs present are named, in this order, by the attribute `parts`."""
+
+    @classmethod
+    def name(cls):
+        return "fused_batch_norm"
+
+    @staticmethod
+    def forward(ctx, x, *params, parts, axis, eps):
+        if x.dtype.kind != "f":
+            raise TypeError(f"fused_batch_norm: expected a floating input, got dtype {x.dtype} "
+                            f"(shape {x.shape})")
+        axis = _channel_axis("fused_batch_norm", x.shape, axis)
+        channels = x.shape[axis]
+        given = dict(zip(parts, params))
+        for name, array in given.items():
+            if array.shape != (channels,):
+                raise ValueError(
+                    f"fused_batch_norm: {name} has shape {array.shape}, but the input of shape "
+                    f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
+        if x.size == 0:
+            raise ValueError(f"fused_batch_norm: the input of shape {x.shape} is empty")
+        gamma, beta, mean, var = (given.get(name) for name in _OPTIONAL)
+        kernel = batch_norm_kernel(ctx.backend)
+        ctx.parts, ctx.axis, ctx.eps = parts, axis, eps
+        if mean is None:
+            y, mean, var, ctx.rstd = kernel.forward_train(x, gamma, beta, axis, eps)
+            ctx.mean = mean
+        else:
+            y = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps)
+        ctx.save(x, *params)
+        ctx.mark_non_differentiable(mean, var)
+        return y, mean, var
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        needs = ctx.needs_input_grad
+        if g is None:
+            return (None,) * len(needs)
+        inputs = dict(zip(("x",) + ctx.parts, ctx.saved))
+        if "mean" in inputs or autograd.is_grad_enabled():
+            return FusedBatchNorm._composed_backward(ctx, g, inputs)
+        gamma = inputs.get("gamma")
+        wants = dict(zip(("x",) + ctx.parts, needs))
+        kernel = batch_norm_kernel(ctx.backend)
+        dx, dgamma, dbeta = kernel.backward(
+            g.data, inputs["x"].data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
+            ctx.axis, wants["x"], wants.get("gamma", False), wants.get("beta", False))
+        grads = {"x": dx, "gamma": dgamma, "beta": dbeta}
+        return tuple(None if grads[name] is None else _wrap(grads[name], g)
+                     for name in ("x",) + ctx.parts)
+
+    @staticmethod
+    def _composed_backward(ctx, g, inputs):
+        """Differentiate the composed formula: gradients that are themselves differentiable."""
+        names = ("x",) + ctx.parts
+        wanted = [name for name, need in zip(names, ctx.needs_input_grad) if need]
+        with autograd.enable_grad():
+            y, _, _ = composed_batch_norm(
+                inputs["x"], inputs.get("gamma"), inputs.get("beta"), ctx.axis, ctx.eps,
+                inputs.get("mean"), inputs.get("var"))
+        grads = autograd.grad(y, [inputs[name] for name in wanted], g,
+                              create_graph=autograd.is_grad_enabled(), allow_unused=True)
+        found = dict(zip(wanted, grads))
+        return tuple(found.get(name) for name in names)
+
+
+def _wrap(array, like):
+    from ..tensor import Tensor
+
+    return Tensor._wrap(array, like.backend)
+
+
+def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
+    """Batch norm in one op: (y, batch_mean, batch_var), equal to `composed_batch_norm`.
+
+    y = gamma * (x - mean) / sqrt(var + eps) + beta per channel on `axis`. See the module
+    docstring for the forms and the backward.
+    """
+    if (mean is None) != (var is None):
+        raise ValueError("fused_batch_norm: give both mean and var (inference form) or neither "
+                         "(training form)")
+    named = (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))
+    parts = tuple(name for name, value in named if value is not None)
+    return FusedBatchNorm.apply(x, *(value for _, value in named if value is not None),
+                                parts=parts, axis=axis, eps=eps)
