@@ -1,6 +1,9 @@
 """`Op`: the base class of every primitive, and `Op.apply`, the one way an op runs."""
 from .. import autograd
-from ..backends import DeviceError, backend_of
+from ..backends import DeviceError, get_backend
+from ..tensor import Tensor
+
+default_backend = get_backend("cpu")   # where an op without tensor inputs runs
 
 
 class Op:
@@ -30,44 +33,54 @@ class Op:
 
     @classmethod
     def apply(cls, *inputs, **attrs):
-        """Run the op on tensors: unwrap, forward, wrap, and record a Node when grad is wanted."""
-        from ..tensor import Tensor
+        """Run the op on tensors: unwrap, forward, wrap, and record a Node when grad is wanted.
 
-        if not all(isinstance(x, Tensor) for x in inputs):
-            like = next((x for x in inputs if isinstance(x, Tensor)), None)
-            inputs = tuple(lift(cls, x, like) for x in inputs)
-        backend = inputs[0]._backend if inputs else backend_of(None)
-        for i, x in enumerate(inputs):
+        Numbers and arrays among the inputs become constant tensors next to the first tensor.
+        This runs for every op, so it is written as plain loops without extra calls.
+        """
+        for x in inputs:
+            if not isinstance(x, Tensor):
+                like = next((t for t in inputs if isinstance(t, Tensor)), None)
+                inputs = tuple(lift(cls, t, like) for t in inputs)
+                break
+        backend = inputs[0]._backend if inputs else default_backend
+        wants_grad = False
+        for x in inputs:
             if x._backend is not backend:
-                raise DeviceError(
-                    f"{cls.name()}: input 0 is on {backend.device} but input {i} is on "
-                    f"{x._backend.device}; move them to one device with .to(device)")
-        recording = autograd.is_grad_enabled()
-        needs = tuple(recording and x.requires_grad for x in inputs)
+                raise device_mismatch(cls.name(), inputs)
+            wants_grad = wants_grad or x.requires_grad
+        recording = wants_grad and autograd._state.grad_enabled
+        needs = tuple([x.requires_grad for x in inputs]) if recording else (False,) * len(inputs)
         ctx = autograd.Context(backend, needs)
-        arrays = tuple(x.data for x in inputs)
+        arrays = [x.data for x in inputs]
         result = cls.forward(ctx, *arrays, **attrs)
-        outputs = result if isinstance(result, tuple) else (result,)
-        if any(needs):
-            node = autograd.Node(cls, ctx, inputs, arrays, outputs)
-            wrapped = tuple(
-                Tensor._from_node(out, node, i)
-                if not any(out is nd for nd in ctx.non_differentiable)
-                else Tensor._wrap(out, backend)
-                for i, out in enumerate(outputs))
-            tape = autograd.active_tape()
-            if tape is not None:
-                tape.append(node, wrapped, attrs)
-        else:
-            wrapped = tuple(Tensor._wrap(out, backend) for out in outputs)
-        return wrapped if isinstance(result, tuple) else wrapped[0]
+        backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
+        if not recording:
+            if type(result) is tuple:
+                return tuple(Tensor._wrap(out, backend) for out in result)
+            return Tensor._wrap(result, backend)
+        outputs = result if type(result) is tuple else (result,)
+        node = autograd.Node(cls, ctx, inputs, arrays, outputs)
+        constant = ctx.non_differentiable
+        wrapped = tuple(Tensor._wrap(out, backend) if any(out is c for c in constant)
+                        else Tensor._from_node(out, node, i) for i, out in enumerate(outputs))
+        tape = autograd._state.tape
+        if tape is not None:
+            tape.append(node, wrapped, attrs)
+        return wrapped if type(result) is tuple else wrapped[0]
+
+
+def device_mismatch(name, tensors):
+    """The error for an op `name` whose input tensors live on different devices."""
+    first = tensors[0]
+    i, other = next((i, t) for i, t in enumerate(tensors) if t._backend is not first._backend)
+    return DeviceError(f"{name}: input 0 is on {first.device} but input {i} is on "
+                       f"{other.device}; move them to one device with .to(device)")
 
 
 def lift(op, value, like):
     """`value` as a tensor next to the tensor `like`: a Tensor is kept, a Python number becomes a
     constant of the dtype NumPy's promotion gives it next to `like`, an array is copied over."""
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         return value
     if like is None:

@@ -1,0 +1,476 @@
+"""The engine: reverse-tape walk, accumulation, retain_graph, needs_input_grad, mg.grad,
+higher-order gradients, grad mode, tape recording and the errors backward promises."""
+import gc
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad as mg
+from minigrad.ops import Op
+
+
+def leaf(array, dtype="float64"):
+    return mg.tensor(np.asarray(array, dtype=dtype), requires_grad=True)
+
+
+def torch_leaf(array):
+    return torch.tensor(np.asarray(array, dtype=np.float64), requires_grad=True)
+
+
+class Logged(Op):
+    """y = 2 x, logging each backward call (its node's sequence number) into `calls`."""
+
+    calls = []
+
+    @staticmethod
+    def forward(ctx, x, tag):
+        ctx.tag = tag
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        Logged.calls.append(ctx.tag)
+        return g * 2
+
+
+class Recorder(Op):
+    """a * b that records needs_input_grad and the gradients it actually computed."""
+
+    seen = []
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved
+        computed = [ctx.needs_input_grad[0], ctx.needs_input_grad[1]]
+        Recorder.seen.append((ctx.needs_input_grad, computed))
+        return (g * b if computed[0] else None, g * a if computed[1] else None)
+
+
+# ---------------------------------------------------------------------- the walk
+def test_backward_visits_each_node_once_from_the_highest_sequence_number():
+    Logged.calls.clear()
+    x = leaf([1.0, 2.0])
+    a = Logged.apply(x, tag="a")
+    b = Logged.apply(a, tag="b")            # a diamond: a feeds b and c, both feed d
+    c = Logged.apply(a, tag="c")
+    d = Logged.apply(b + c, tag="d")
+    seqs = {t: n.seq for t, n in zip("abcd", (a.grad_fn, b.grad_fn, c.grad_fn, d.grad_fn))}
+    d.sum().backward()
+    assert sorted(Logged.calls) == ["a", "b", "c", "d"]
+    assert [seqs[t] for t in Logged.calls] == sorted(seqs.values(), reverse=True)
+    np.testing.assert_allclose(x.grad.numpy(), [16.0, 16.0])   # 2 * (2*2 + 2*2)
+
+
+def test_a_chain_deeper_than_the_recursion_limit_backpropagates_and_drops():
+    depth = max(10_000, 3 * sys.getrecursionlimit())
+    x = leaf([1.0, -2.0], dtype="float32")
+    y = x
+    for _ in range(depth):
+        y = y * 1.0
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+    deep = x
+    for _ in range(depth):
+        deep = deep + 1.0
+    del y, deep            # dropping the graph must not recurse once per node either
+    gc.collect()
+
+
+def test_a_tensor_used_twice_gets_both_contributions():
+    values = [0.5, -1.5, 2.0]
+    x, tx = leaf(values), torch_leaf(values)
+    (x * x).sum().backward()
+    (tx * tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+    x, tx = leaf(values), torch_leaf(values)
+    out = (x * 3.0 + x.exp() * x).sum()       # x in two branches, one of them uses it twice
+    tout = (tx * 3.0 + tx.exp() * tx).sum()
+    out.backward()
+    tout.backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_grad_accumulates_across_backward_calls():
+    x = leaf([1.0, 2.0, 3.0])
+    (x * x).sum().backward()
+    first = x.grad.numpy().copy()
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+
+
+def test_leaf_gradients_are_arrays_of_their_own():
+    # sum's gradient is a broadcast view and add hands g to both inputs: neither may leak into .grad
+    x = leaf(np.ones((2, 3)))
+    x.sum().backward()
+    assert x.grad.data.flags.writeable and x.grad.data.flags.c_contiguous
+    x.grad.zero_()
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    seed = mg.tensor([1.0, 1.0], dtype="float64")
+    (a + b).backward(seed)
+    assert a.grad is not b.grad and not np.shares_memory(a.grad.data, b.grad.data)
+    assert not np.shares_memory(a.grad.data, seed.data)
+    a.grad.data[0] = 100.0
+    assert b.grad.data[0] == 1.0 and seed.data[0] == 1.0
+
+
+def test_each_input_gets_its_gradient_in_its_own_dtype():
+    x32 = mg.randn(3, requires_grad=True)
+    x64 = mg.randn(3, dtype="float64", requires_grad=True)
+    out = (x32 * x64).sum()
+    assert out.dtype == np.float64
+    out.backward()
+    assert x32.grad.dtype == np.float32 and x64.grad.dtype == np.float64
+    np.testing.assert_allclose(x32.grad.numpy(), x64.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------- retain_graph
+def test_a_second_backward_through_a_freed_graph_is_a_clear_error():
+    x = leaf([1.0, 2.0])
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match=r"second time.*sum \(node \d+\).*retain_graph=True"):
+        y.backward()
+
+
+def test_a_shared_subgraph_freed_by_one_backward_is_reported_by_the_next():
+    x = leaf([1.0, 2.0])
+    h = x.exp()
+    h.sum().backward()
+    with pytest.raises(RuntimeError, match="exp"):
+        (h * 2).sum().backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = leaf([1.0, 2.0])
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 2 * x.numpy())
+
+
+# ---------------------------------------------------------------------- needs_input_grad
+def test_needs_input_grad_tells_which_gradients_to_compute():
+    Recorder.seen.clear()
+    a, c = leaf([1.0, 2.0]), mg.tensor([3.0, 4.0], dtype="float64")
+    Recorder.apply(a, c).sum().backward()
+    assert Recorder.seen == [((True, False), [True, False])]
+    np.testing.assert_allclose(a.grad.numpy(), c.numpy())
+    assert c.grad is None
+
+
+def test_a_gradient_returned_for_an_input_that_needs_none_is_dropped():
+    class Wasteful(Recorder):
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved
+            return g * b, g * a
+
+    a, c = leaf([1.0, 2.0]), mg.tensor([3.0, 4.0], dtype="float64")
+    Wasteful.apply(a, c).sum().backward()
+    assert c.grad is None and a.grad is not None
+
+
+def test_nothing_is_recorded_without_an_input_that_requires_grad():
+    Recorder.seen.clear()
+    out = Recorder.apply(mg.tensor([1.0]), mg.tensor([2.0]))
+    assert out.grad_fn is None and not out.requires_grad
+
+
+def test_non_differentiable_outputs_do_not_require_grad_and_receive_none():
+    received = []
+
+    class WithStatistic(Op):
+        @staticmethod
+        def forward(ctx, x):
+            mean = x.mean(keepdims=True)
+            ctx.mark_non_differentiable(mean)
+            return x - mean, mean
+
+        @staticmethod
+        def backward(ctx, g, g_mean):
+            received.append(g_mean)
+            return g - g.mean(keepdims=True)
+
+    x = leaf([1.0, 2.0, 6.0])
+    y, mean = WithStatistic.apply(x)
+    assert y.requires_grad and not mean.requires_grad and mean.grad_fn is None
+    (y * y).sum().backward()
+    assert received == [None]
+    tx = torch_leaf([1.0, 2.0, 6.0])
+    ((tx - tx.mean()) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+
+
+# ---------------------------------------------------------------------- mg.grad
+def test_grad_returns_gradients_and_leaves_dot_grad_alone():
+    values = [0.3, -0.7, 1.1]
+    x, w = leaf(values), leaf([2.0, 3.0, 4.0])
+    tx, tw = torch_leaf(values), torch_leaf([2.0, 3.0, 4.0])
+    gx, gw = mg.grad((x * w).tanh().sum(), [x, w])
+    tgx, tgw = torch.autograd.grad((tx * tw).tanh().sum(), [tx, tw])
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-12)
+    assert x.grad is None and w.grad is None
+
+
+def test_grad_of_an_unused_input_is_an_error_or_none():
+    x, unused = leaf([1.0]), leaf([2.0])
+    with pytest.raises(RuntimeError, match="input 1.*not used.*allow_unused=True"):
+        mg.grad((x * 2).sum(), [x, unused])
+    gx, gu = mg.grad((x * 2).sum(), [x, unused], allow_unused=True)
+    assert gu is None and gx.numpy().tolist() == [2.0]
+
+
+def test_grad_with_respect_to_intermediate_tensors():
+    x = leaf([2.0, -1.0])
+    h = x * 3.0
+    y = (h * h).sum()
+    gh, gx = mg.grad(y, [h, x])
+    np.testing.assert_allclose(gh.numpy(), 2 * h.numpy())
+    np.testing.assert_allclose(gx.numpy(), 18 * x.numpy())
+
+
+def test_grad_only_runs_the_backward_that_leads_to_the_inputs():
+    Logged.calls.clear()
+    x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    y = (Logged.apply(w, tag="w-branch") * x).sum()
+    (gx,) = mg.grad(y, x)
+    np.testing.assert_allclose(gx.numpy(), 2 * w.numpy())
+    assert Logged.calls == []        # the branch leading only to w was never differentiated
+
+
+def test_grad_outputs_weight_each_output():
+    values = [0.5, 1.5]
+    x, tx = leaf(values), torch_leaf(values)
+    y1, y2 = x * x, x.exp()
+    g1, g2 = np.array([1.0, -2.0]), np.array([0.5, 3.0])
+    (gx,) = mg.grad([y1, y2], x, grad_outputs=[mg.tensor(g1), mg.tensor(g2)])
+    (tgx,) = torch.autograd.grad([tx * tx, tx.exp()], tx,
+                                 grad_outputs=[torch.tensor(g1), torch.tensor(g2)])
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="1 grad_outputs for 2 outputs"):
+        mg.grad([y1, y2], x, grad_outputs=[mg.tensor(g1)])
+
+
+def test_grad_of_inputs_that_do_not_require_grad_is_an_error():
+    with pytest.raises(RuntimeError, match="input 0.*does not require grad"):
+        mg.grad(leaf([1.0]).sum(), [mg.tensor([1.0])])
+
+
+# ---------------------------------------------------------------------- higher order
+@pytest.mark.parametrize("value", [-1.5, 0.5, 2.0])
+def test_second_and_third_derivatives_of_a_cube(value):
+    x = leaf(value)
+    y = x ** 3
+    (d1,) = mg.grad(y, x, create_graph=True)
+    (d2,) = mg.grad(d1, x, create_graph=True)
+    (d3,) = mg.grad(d2, x)
+    assert d1.item() == pytest.approx(3 * value ** 2)
+    assert d2.item() == pytest.approx(6 * value)
+    assert d3.item() == pytest.approx(6.0)
+
+
+def test_mixed_second_derivatives_match_torch():
+    xv, yv = [0.4, -1.2], [1.5, 0.7]
+    x, y, tx, ty = leaf(xv), leaf(yv), torch_leaf(xv), torch_leaf(yv)
+    (gx,) = mg.grad((x * y * y).tanh().sum(), x, create_graph=True)
+    (tgx,) = torch.autograd.grad((tx * ty * ty).tanh().sum(), tx, create_graph=True)
+    hy, hx = mg.grad(gx.sum(), [y, x])
+    thy, thx = torch.autograd.grad(tgx.sum(), [ty, tx])
+    np.testing.assert_allclose(hy.numpy(), thy.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(hx.numpy(), thx.numpy(), rtol=1e-10)
+
+
+def test_backward_with_create_graph_leaves_a_differentiable_grad():
+    x = leaf([1.0, 2.0])
+    (x ** 3).sum().backward(create_graph=True)
+    first = x.grad
+    assert first.grad_fn is not None
+    np.testing.assert_allclose(first.numpy(), 3 * x.numpy() ** 2)
+    x.grad = None
+    first.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 6 * x.numpy())
+
+
+# ---------------------------------------------------------------------- grad mode
+def test_no_grad_and_enable_grad_nest():
+    x = leaf([1.0])
+    with mg.no_grad():
+        assert not mg.is_grad_enabled() and not (x * 2).requires_grad
+        with mg.enable_grad():
+            assert (x * 2).requires_grad
+        assert not (x * 2).requires_grad
+    assert mg.is_grad_enabled() and (x * 2).requires_grad
+
+
+def test_grad_modes_as_decorators():
+    x = leaf([1.0])
+
+    @mg.no_grad()
+    def without(t):
+        return t * 2
+
+    @mg.enable_grad()
+    def with_grad(t):
+        return t * 2
+
+    assert not without(x).requires_grad and mg.is_grad_enabled()
+    with mg.no_grad():
+        assert with_grad(x).requires_grad
+    assert without.__name__ == "without"
+
+
+def test_set_grad_enabled_as_call_and_as_context():
+    x = leaf([1.0])
+    try:
+        mg.set_grad_enabled(False)
+        assert not mg.is_grad_enabled() and not (x * 2).requires_grad
+    finally:
+        mg.set_grad_enabled(True)
+    with mg.set_grad_enabled(False):
+        assert not mg.is_grad_enabled()
+        with mg.set_grad_enabled(True):
+            assert (x * 2).requires_grad
+        assert not mg.is_grad_enabled()
+    assert mg.is_grad_enabled()
+
+    @mg.set_grad_enabled(False)
+    def without(t):
+        return t * 2
+
+    assert mg.is_grad_enabled() and not without(x).requires_grad
+
+
+def test_grad_mode_is_thread_local():
+    x = leaf([1.0])
+    inside_no_grad, worker_done, seen = threading.Event(), threading.Event(), {}
+
+    def worker():
+        with mg.no_grad():
+            inside_no_grad.set()
+            worker_done.wait(5)
+            seen["worker"] = (x * 2).requires_grad
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    inside_no_grad.wait(5)
+    seen["main"] = (x * 2).requires_grad       # while the worker sits in no_grad
+    worker_done.set()
+    thread.join()
+    assert seen == {"main": True, "worker": False}
+
+    def fresh():
+        seen["fresh"] = mg.is_grad_enabled()
+
+    with mg.no_grad():                          # a new thread starts with recording on
+        thread = threading.Thread(target=fresh)
+        thread.start()
+        thread.join()
+    assert seen["fresh"] is True
+
+
+# ---------------------------------------------------------------------- tape recording
+def test_record_prints_the_wengert_list():
+    a = mg.randn(3, 4, requires_grad=True)
+    b = mg.randn(3, 4)
+    with mg.autograd.record() as tape:
+        c = a * b
+        d = c.sum(axis=1)
+        e = d.mean()
+    assert str(tape).splitlines() == [
+        "%0 = input  shape (3, 4)  requires_grad",
+        "%1 = input  shape (3, 4)",
+        "%2 = mul(%0, %1)  shape (3, 4)",
+        "%3 = sum(%2, axis=1)  shape (3,)",        # keepdims=False is the default: not shown
+        "%4 = mean(%3)  shape ()",
+    ]
+    assert len(tape) == 3
+    assert list(tape) == [c.grad_fn, d.grad_fn, e.grad_fn]
+
+
+def test_record_shows_non_default_attributes_and_several_outputs():
+    class Split(Op):
+        @staticmethod
+        def forward(ctx, x, at=1, scale=1.0):
+            return x[:at] * scale, x[at:] * scale
+
+        @staticmethod
+        def backward(ctx, g0, g1):
+            raise AssertionError("not needed here")
+
+    x = mg.randn(4, requires_grad=True)
+    with mg.autograd.record() as tape:
+        first, second = Split.apply(x, at=3, scale=1.0)
+        out = (first.sum(keepdims=True) * second) ** 2
+        out.astype("float64")
+    assert str(tape).splitlines() == [
+        "%0 = input  shape (4,)  requires_grad",
+        "%1, %2 = split(%0, at=3)  shape (3,), (1,)",
+        "%3 = sum(%1, keepdims=True)  shape (1,)",
+        "%4 = mul(%3, %2)  shape (1,)",
+        "%5 = pow(%4, exponent=2)  shape (1,)",
+        "%6 = cast(%5, dtype='float64')  shape (1,)",
+    ]
+
+
+def test_record_only_keeps_what_ran_inside_and_restores_the_outer_tape():
+    x = mg.randn(2, requires_grad=True)
+    before = x * 2
+    with mg.autograd.record() as outer:
+        with mg.autograd.record() as inner:
+            y = before + 1
+        z = y * 3
+    assert list(inner) == [y.grad_fn] and list(outer) == [z.grad_fn]
+    assert str(inner).splitlines()[0] == "%0 = input  shape (2,)  requires_grad"
+    assert mg.autograd.active_tape() is None
+
+
+# ---------------------------------------------------------------------- errors
+def test_backward_errors_say_what_is_wrong():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match=r"one-element output.*shape \(2,\).*grad="):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mg.tensor([1.0]).sum().backward()
+    with pytest.raises(RuntimeError, match=r"gradient has shape \(3,\).*output has shape \(2,\)"):
+        (x * 2).backward(mg.ones(3))
+    (x * 2).backward(np.array([1.0, 1.0]))          # an array is fine, in the output's dtype
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_a_bad_backward_is_named_in_the_error():
+    class TooMany(Op):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    class WrongShape(TooMany):
+        @staticmethod
+        def backward(ctx, g):
+            return g.sum()
+
+    class RawArray(TooMany):
+        @staticmethod
+        def backward(ctx, g):
+            return g.data
+
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="toomany.backward returned 2 gradients for 1 inputs"):
+        TooMany.apply(x).sum().backward()
+    with pytest.raises(RuntimeError, match=r"wrongshape.*shape \(\) for an input of shape \(2,\)"):
+        WrongShape.apply(x).sum().backward()
+    with pytest.raises(TypeError, match="rawarray.backward returned a gradient of type ndarray"):
+        RawArray.apply(x).sum().backward()
