@@ -9,10 +9,16 @@ from .batch_norm_kernel import ArrayBatchNorm
 from .elementwise import (Add, Cast, Div, Exp, Log, Maximum, Mul, Neg, Pow, Relu, Sigmoid, Sqrt,
                           Sub, Tanh, Where, where)
 from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_norm
+from .conv import Conv2d, conv2d
+from .indexing import GetItem, IndexAdd, getitem
+from .join import Concatenate, Pad, Stack, concatenate, pad, stack
 from .linalg import MatMul
+from .loss import CrossEntropy, LogSoftmax, cross_entropy, log_softmax
 from .normalize import Normalize, normalize
 from .reduction import Max, Mean, Sum, Var
+from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 from .shape import BroadcastTo, Reshape, Transpose
+from .window import Fold, Unfold
 
 
 def add(a, b):

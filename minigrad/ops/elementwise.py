@@ -7,6 +7,16 @@ from ._shapes import unbroadcast
 from .base import Op, lift
 
 
+def _remember_shapes(ctx, op, a, b):
+    """Keep both input shapes for `unbroadcast`, after checking that they broadcast (NumPy's
+    rule: aligned from the right, two lengths match or one of them is 1)."""
+    for m, n in zip(reversed(a.shape), reversed(b.shape)):
+        if m != n and m != 1 and n != 1:
+            raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast together "
+                             f"(lengths {m} and {n} differ and neither is 1)")
+    ctx.shapes = a.shape, b.shape
+
+
 def _grads(ctx, grad_a, grad_b):
     """Pair of input gradients, each computed only when that input needs one."""
     a_shape, b_shape = ctx.shapes
@@ -19,7 +29,7 @@ class Add(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "add", a, b)
         return a + b
 
     @staticmethod
@@ -32,7 +42,7 @@ class Sub(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "sub", a, b)
         return a - b
 
     @staticmethod
@@ -45,7 +55,7 @@ class Mul(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "mul", a, b)
         ctx.save(a, b)
         return a * b
 
@@ -60,7 +70,7 @@ class Div(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "div", a, b)
         ctx.save(a, b)
         return a / b
 
@@ -148,7 +158,7 @@ class Maximum(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "maximum", a, b)
         ctx.save(a, b)
         return ctx.xp.maximum(a, b)
 
@@ -211,7 +221,7 @@ class Where(Op):
 
     @staticmethod
     def forward(ctx, condition, a, b):
-        ctx.shapes = a.shape, b.shape
+        _remember_shapes(ctx, "where", a, b)
         ctx.condition = condition
         return ctx.xp.where(condition, a, b)
 

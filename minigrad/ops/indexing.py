@@ -1,0 +1,79 @@
+"""Indexing: x[index] with NumPy's rules, and its adjoint, the scatter-add of a gradient.
+
+Basic indices (ints, slices, None, Ellipsis) pick a view; integer arrays and boolean masks
+(advanced indexing) gather copies, where an integer array may pick one element several times.
+The gradient of a gather is a scatter-add: every output element adds its gradient to the
+input element it was read from, so repeated indices accumulate. `IndexAdd` does that scatter as
+an op of its own whose backward is the gather again, which makes x[index] differentiable to any
+order.
+"""
+from .base import Op
+
+
+def _component(x, part):
+    """One part of an index as a basic index or a backend array of ints or bools."""
+    from ..tensor import Tensor
+
+    if part is None or part is Ellipsis or isinstance(part, (slice, bool, int)):
+        return part
+    if isinstance(part, Tensor):
+        if part.device != x.device:
+            raise ValueError(f"getitem: the index tensor is on {part.device} but the indexed "
+                             f"tensor (shape {x.shape}) is on {x.device}")
+        part = part.data
+    array = x._backend.asarray(part)
+    if array.dtype.kind == "f" and array.size == 0:   # [] reads as float64 in NumPy
+        array = array.astype("int64")
+    if array.dtype.kind not in "biu":
+        raise TypeError(f"getitem: an index must hold ints or bools, got {array.dtype} (indexing "
+                        f"a tensor of shape {x.shape})")
+    return int(array) if array.ndim == 0 and array.dtype.kind in "iu" else array
+
+
+def normalize_index(x, index):
+    """`index` as a tuple whose arrays live on x's device, and whether it holds an integer
+    array (whose repeated entries make the scatter accumulate)."""
+    parts = tuple(_component(x, p) for p in (index if isinstance(index, tuple) else (index,)))
+    gathers = any(getattr(p, "dtype", None) is not None and p.dtype.kind in "iu" for p in parts)
+    return parts, gathers
+
+
+class GetItem(Op):
+    """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd)."""
+
+    @staticmethod
+    def forward(ctx, x, index, gathers):
+        ctx.in_shape, ctx.index, ctx.gathers = x.shape, index, gathers
+        try:
+            return x[index]
+        except IndexError as error:
+            raise IndexError(f"getitem: {error} (tensor of shape {x.shape})") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return IndexAdd.apply(g, shape=ctx.in_shape, index=ctx.index, gathers=ctx.gathers)
+
+
+class IndexAdd(Op):
+    """zeros(shape) with g added at `index` (numpy.add.at: repeated indices accumulate);
+    dg = gg[index]."""
+
+    @staticmethod
+    def forward(ctx, g, shape, index, gathers):
+        ctx.index, ctx.gathers = index, gathers
+        out = ctx.xp.zeros(shape, dtype=g.dtype)
+        if gathers:
+            ctx.xp.add.at(out, index, g)
+        else:   # every element is hit at most once: plain assignment is the scatter
+            out[index] = g
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return GetItem.apply(gg, index=ctx.index, gathers=ctx.gathers)
+
+
+def getitem(x, index):
+    """x[index] with NumPy semantics; index tensors (ints or bools) are accepted."""
+    index, gathers = normalize_index(x, index)
+    return GetItem.apply(x, index=index, gathers=gathers)

@@ -1,0 +1,131 @@
+"""Joining and padding: concatenate, stack, pad.
+
+Each output element is a copy of one input element, so each backward cuts the gradient back
+into the pieces it came from with basic slicing (`getitem`, itself differentiable).
+"""
+from ._shapes import normalize_axes
+from .base import Op
+
+
+def _axis(op, axis, ndim):
+    return normalize_axes(op, axis, ndim)[0]
+
+
+def _check_same_shapes(op, arrays, skip_axis=None):
+    """All arrays have the first one's shape, except possibly along `skip_axis`."""
+    first = arrays[0].shape
+    for i, a in enumerate(arrays):
+        if a.ndim != len(first) or any(m != n for k, (m, n) in enumerate(zip(a.shape, first))
+                                       if k != skip_axis):
+            along = "" if skip_axis is None else f" except along axis {skip_axis}"
+            raise ValueError(f"{op}: input {i} has shape {a.shape} but input 0 has shape {first}; "
+                             f"all shapes must match{along}")
+
+
+class Concatenate(Op):
+    """Inputs joined along an existing `axis`;  d(input k) = g sliced at input k's rows."""
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        if not arrays:
+            raise ValueError("concatenate: needs at least one tensor")
+        ctx.axis = axis = _axis("concatenate", axis, max(arrays[0].ndim, 1))
+        if arrays[0].ndim == 0:
+            raise ValueError("concatenate: 0-d tensors cannot be concatenated; use stack")
+        _check_same_shapes("concatenate", arrays, skip_axis=axis)
+        ctx.sizes = tuple(a.shape[axis] for a in arrays)
+        return ctx.xp.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [], 0
+        lead = (slice(None),) * ctx.axis
+        for size, needed in zip(ctx.sizes, ctx.needs_input_grad):
+            grads.append(g[lead + (slice(start, start + size),)] if needed else None)
+            start += size
+        return tuple(grads)
+
+
+class Stack(Op):
+    """Inputs of one shape joined along a new `axis`;  d(input k) = g[..., k, ...]."""
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        if not arrays:
+            raise ValueError("stack: needs at least one tensor")
+        ctx.axis = _axis("stack", axis, arrays[0].ndim + 1)
+        _check_same_shapes("stack", arrays)
+        return ctx.xp.stack(arrays, axis=ctx.axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        lead = (slice(None),) * ctx.axis
+        return tuple(g[lead + (k,)] if needed else None
+                     for k, needed in enumerate(ctx.needs_input_grad))
+
+
+def pad_pairs(op, pad_width, ndim):
+    """NumPy's `pad_width` forms (n, (n,), (before, after), or one pair per axis) as one
+    (before, after) pair of non-negative ints per axis."""
+    if isinstance(pad_width, int):
+        pairs = ((pad_width, pad_width),) * ndim
+    else:
+        pad_width = tuple(tuple(p) if isinstance(p, (tuple, list)) else p for p in pad_width)
+        if all(isinstance(p, int) for p in pad_width) and len(pad_width) in (1, 2):
+            pairs = ((pad_width[0], pad_width[-1]),) * ndim
+        elif len(pad_width) == 1 and len(pad_width[0]) in (1, 2):
+            pairs = ((pad_width[0][0], pad_width[0][-1]),) * ndim
+        elif len(pad_width) == ndim and all(isinstance(p, tuple) and len(p) == 2
+                                           for p in pad_width):
+            pairs = pad_width
+        else:
+            raise ValueError(f"{op}: pad_width {pad_width} does not fit a tensor with {ndim} "
+                             "dims; give n, (before, after) or one (before, after) pair per axis")
+    if any(not isinstance(n, int) or n < 0 for pair in pairs for n in pair):
+        raise ValueError(f"{op}: pad widths must be non-negative ints, got {pad_width}")
+    return tuple(pairs)
+
+
+def constant_pad(xp, x, pairs, value):
+    """x surrounded by `value`: (before, after) extra elements per axis, in a fresh C-ordered
+    array (returned as it is when there is nothing to pad and x is already C-contiguous)."""
+    if not any(before or after for before, after in pairs) and x.flags.c_contiguous:
+        return x
+    shape = tuple(n + before + after for n, (before, after) in zip(x.shape, pairs))
+    out = xp.full(shape, value, dtype=x.dtype)
+    out[interior(pairs, x.shape)] = x
+    return out
+
+
+def interior(pairs, shape):
+    """The slices that pick the original region out of a padded array."""
+    return tuple(slice(before, before + n) for n, (before, _) in zip(shape, pairs))
+
+
+class Pad(Op):
+    """x padded with a constant (NumPy's mode="constant");  dx = g with the border cut off."""
+
+    @staticmethod
+    def forward(ctx, x, pad_width, value=0.0):
+        ctx.pairs = pad_pairs("pad", pad_width, x.ndim)
+        ctx.in_shape = x.shape
+        return constant_pad(ctx.xp, x, ctx.pairs, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g[interior(ctx.pairs, ctx.in_shape)]
+
+
+def concatenate(tensors, axis=0):
+    """Join tensors along an existing axis (numpy.concatenate)."""
+    return Concatenate.apply(*tensors, axis=axis)
+
+
+def stack(tensors, axis=0):
+    """Join tensors of one shape along a new axis (numpy.stack)."""
+    return Stack.apply(*tensors, axis=axis)
+
+
+def pad(x, pad_width, value=0.0):
+    """Constant padding with NumPy's `pad_width` (numpy.pad(x, pad_width, constant_values=value))."""
+    return Pad.apply(x, pad_width=pad_width, value=value)
