@@ -3,8 +3,8 @@ with batch normalization as separate normalize / multiply / add primitives and a
 from . import autograd, ops
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, get_backend
-from .creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor,
-                       zeros, zeros_like)
+from .creation import (arange, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
+                       rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
 from . import viz

@@ -1,4 +1,9 @@
-"""Functions that make tensors: from data, filled, random (one seeded generator), ranges."""
+"""Functions that make tensors: from data, filled, random (one seeded generator), ranges.
+
+Every function takes `dtype=`, `device=` ("cpu" | "cuda") and, where it makes sense,
+`requires_grad=`. Without a dtype, filled and random tensors are float32 and the rest follow the
+rules of `tensor` (see minigrad/tensor.py).
+"""
 import numpy
 
 from .backends import get_backend
@@ -14,35 +19,51 @@ def manual_seed(seed):
 
 
 def generator():
-    """The NumPy generator minigrad draws its random numbers from."""
+    """The NumPy generator minigrad draws its random numbers from (ask again after
+    `manual_seed`: seeding makes a new one)."""
     return _generator
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):
-    """A tensor from a number, a nested list or an array; Python floats become float32."""
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)
+    """A new tensor with its own copy of `data` (a number, a nested list, an array or a tensor).
+
+    Python floats become float32 and ints int64; arrays keep their dtype unless `dtype` is given.
+    """
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device, copy=True)
+
+
+def from_numpy(array):
+    """A CPU tensor sharing memory with the NumPy array `array` (its dtype kept)."""
+    if not isinstance(array, numpy.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    return Tensor(array)
 
 
 def _shape(shape):
+    """`f(2, 3)` and `f((2, 3))` both mean the shape (2, 3)."""
     return tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
 
 
-def _filled(make, shape, dtype, device, requires_grad):
-    backend = get_backend(device)
-    data = make(backend.xp, _shape(shape), backend.xp.dtype(dtype or "float32"))
-    return Tensor(data, requires_grad=requires_grad, device=device)
+def _made(array, backend, requires_grad):
+    return Tensor(array, requires_grad=requires_grad, device=backend.device)
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
-    return _filled(lambda xp, s, d: xp.zeros(s, d), shape, dtype, device, requires_grad)
+    backend = get_backend(device)
+    return _made(backend.xp.zeros(_shape(shape), dtype or "float32"), backend, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
-    return _filled(lambda xp, s, d: xp.ones(s, d), shape, dtype, device, requires_grad)
+    backend = get_backend(device)
+    return _made(backend.xp.ones(_shape(shape), dtype or "float32"), backend, requires_grad)
 
 
 def full(shape, value, dtype=None, device=None, requires_grad=False):
-    return _filled(lambda xp, s, d: xp.full(s, value, d), (shape,), dtype, device, requires_grad)
+    """`shape` filled with `value`; the dtype follows `value` as in `tensor` (7 -> int64,
+    0.5 -> float32) unless given."""
+    backend = get_backend(device)
+    dtype = dtype or Tensor(value).dtype
+    return _made(backend.xp.full(_shape((shape,)), value, dtype), backend, requires_grad)
 
 
 def zeros_like(t, dtype=None, requires_grad=False):
@@ -53,27 +74,40 @@ def ones_like(t, dtype=None, requires_grad=False):
     return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
+def full_like(t, value, dtype=None, requires_grad=False):
+    return full(t.shape, value, dtype=dtype or t.dtype, device=t.device,
+                requires_grad=requires_grad)
+
+
+def _random(samples, dtype, device, requires_grad):
+    # Drawn on the CPU so that a seed gives the same numbers on every device.
+    backend = get_backend(device)
+    array = backend.asarray(samples.astype(dtype or "float32", copy=False))
+    return _made(array, backend, requires_grad)
+
+
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (drawn on the CPU from the seeded generator)."""
-    data = _generator.standard_normal(_shape(shape)).astype(dtype or "float32")
-    return Tensor(data, requires_grad=requires_grad, device=device)
+    return _random(_generator.standard_normal(_shape(shape)), dtype, device, requires_grad)
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1)."""
-    data = _generator.random(_shape(shape)).astype(dtype or "float32")
-    return Tensor(data, requires_grad=requires_grad, device=device)
+    """Uniform samples in [0, 1) (drawn on the CPU from the seeded generator)."""
+    return _random(_generator.random(_shape(shape)), dtype, device, requires_grad)
 
 
-def arange(start, stop=None, step=1, dtype=None, device=None):
-    """Like numpy.arange; integer arguments give int64, others float32."""
+def randn_like(t, dtype=None, requires_grad=False):
+    return randn(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def rand_like(t, dtype=None, requires_grad=False):
+    return rand(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False):
+    """Like numpy.arange (`arange(n)`, `arange(start, stop, step)`); integer arguments give
+    int64, others float32."""
     backend = get_backend(device)
-    data = backend.xp.arange(start, stop, step) if stop is not None else backend.xp.arange(start)
-    if dtype is None and data.dtype.kind == "f":
-        dtype = "float32"
-    return Tensor(data, dtype=dtype, device=device)
-
-
-def from_numpy(array):
-    """A CPU tensor sharing memory with a NumPy array (its dtype kept)."""
-    return Tensor(numpy.asarray(array), dtype=array.dtype)
+    data = backend.xp.arange(start, stop, step)
+    default = {"i": "int64", "f": "float32"}.get(data.dtype.kind)
+    return _made(data.astype(dtype or default, copy=False), backend, requires_grad)

@@ -1,12 +1,49 @@
-"""Tensor: an array, its gradient, and the node that made it. Every operator calls an op."""
+"""Tensor: an array, its gradient, and the node that made it. Every operator calls an op.
+
+dtypes of new tensors (`mg.tensor(data)`, `Tensor(data)`):
+    dtype=...                          converted to that dtype
+    an array, a NumPy scalar, a Tensor keeps its dtype (a float64 NumPy array stays float64)
+    Python numbers and nested lists    floats -> float32, ints -> int64, bools -> bool,
+                                       complex -> complex64 (PyTorch's defaults)
+Operators follow NumPy's promotion: a Python number keeps the tensor's dtype
+(float32 tensor * 2.5 is float32), arrays and tensors of two dtypes promote (float32 * float64
+is float64, int64 * float32 is float64).
+"""
 from . import autograd
 from .backends import backend_of, get_backend, normalize_device
+from .printing import tensor_repr
 
-_FLOAT_KINDS = "fc"
+_DTYPE_OF_PYTHON_DATA = {"f": "float32", "i": "int64", "b": "bool", "c": "complex64"}
+_NUMERIC_KINDS = "biufc"
 
 
-def _resolve_dtype(xp, dtype):
-    return None if dtype is None else xp.dtype(dtype)
+def _as_array(data, dtype, device, copy):
+    """`data` as an array of the backend of `device` (default: where `data` is), with the dtype
+    rules above; a copy when `copy` or when it must move, else the array itself if it fits."""
+    if isinstance(data, Tensor):
+        data = data.data
+    source = backend_of(data)
+    backend = source if device is None else get_backend(device)
+    xp = backend.xp
+    if backend is not source:
+        data, copy = source.to_numpy(data), False   # moving makes a copy already
+    if dtype is None and not hasattr(data, "dtype"):   # Python numbers and (nested) lists
+        array = xp.asarray(data)
+        if array.dtype.kind in _DTYPE_OF_PYTHON_DATA:
+            array = array.astype(_DTYPE_OF_PYTHON_DATA[array.dtype.kind], copy=False)
+    else:
+        array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
+                        f"(dtype {array.dtype}); expected numbers, nested lists of numbers or a "
+                        "numeric array")
+    return array, backend
+
+
+def _check_can_require_grad(dtype, what):
+    if dtype.kind != "f":
+        raise TypeError(f"{what}: only floating-point tensors can require grad, not {dtype}; "
+                        "make it floating first (e.g. dtype='float32' or .float())")
 
 
 class Tensor:
@@ -14,28 +51,17 @@ class Tensor:
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
     `backward()`. A tensor made by an op that was recorded remembers its `Node` (`grad_fn`) and
-    which of the node's outputs it is.
+    which of the node's outputs it is (`_index`). `Tensor(data)` uses an array of the right
+    dtype and device as it is (no copy); `mg.tensor(data)` always copies.
     """
 
     __slots__ = ("data", "requires_grad", "grad", "_node", "_index", "_backend", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
 
-    def __init__(self, data, requires_grad=False, dtype=None, device=None):
-        if isinstance(data, Tensor):
-            data = data.data
-        source = backend_of(data)
-        backend = source if device is None else get_backend(device)
-        xp = backend.xp
-        if backend is not source:
-            data = source.to_numpy(data)
-        if dtype is None and not hasattr(data, "dtype"):
-            array = xp.asarray(data)
-            if array.dtype.kind == "f":
-                array = array.astype(xp.float32)   # Python floats become float32
-        else:
-            array = xp.asarray(data, dtype=_resolve_dtype(xp, dtype))
-        if requires_grad and array.dtype.kind not in _FLOAT_KINDS:
-            raise TypeError(f"tensor: only floating tensors can require grad, not {array.dtype}")
+    def __init__(self, data, requires_grad=False, dtype=None, device=None, copy=False):
+        array, backend = _as_array(data, dtype, device, copy)
+        if requires_grad:
+            _check_can_require_grad(array.dtype, "tensor")
         self.data = array
         self.requires_grad = bool(requires_grad)
         self.grad = None
@@ -59,7 +85,7 @@ class Tensor:
         return t
 
     # ------------------------------------------------------------------ properties
-    shape = property(lambda self: tuple(self.data.shape))
+    shape = property(lambda self: self.data.shape)   # a tuple, on NumPy and CuPy alike
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     device = property(lambda self: self._backend.device)
@@ -97,16 +123,21 @@ class Tensor:
         """The same data, cut from the graph."""
         return Tensor._wrap(self.data, self._backend)
 
+    def __array__(self, dtype=None, copy=None):
+        """`numpy.asarray(tensor)`: the data as a NumPy array (detached from the graph)."""
+        array = self.numpy()
+        if dtype is not None and array.dtype != dtype:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
     def to(self, device=None, dtype=None):
-        """A copy on `device` and/or with `dtype` (differentiable in dtype; device moves detach
-        from the graph unless they are no-ops)."""
+        """This tensor on `device` and/or with `dtype`: itself when nothing changes, otherwise a
+        copy made by an op, so gradients flow back to this tensor."""
         out = self
         if dtype is not None and self._backend.xp.dtype(dtype) != self.dtype:
             out = out.astype(dtype)
         if device is not None and normalize_device(device) != self.device:
-            moved = Tensor(out.data, dtype=out.dtype, device=device)
-            moved.requires_grad = out.requires_grad and out.is_leaf
-            out = moved
+            out = ops.to_device(out, device)
         return out
 
     def cpu(self):
@@ -125,13 +156,15 @@ class Tensor:
         return self.astype("float64")
 
     def requires_grad_(self, requires_grad=True):
+        """Mark this leaf as wanting a gradient (or not); returns the tensor itself."""
         if not self.is_leaf:
-            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; use "
-                               ".detach() to get a leaf")
-        if requires_grad and self.dtype.kind not in _FLOAT_KINDS:
-            raise TypeError(f"requires_grad_: only floating tensors can require grad, "
-                            f"not {self.dtype}")
-        self.requires_grad = requires_grad
+            if requires_grad:
+                return self   # made by a recorded op: it requires grad already
+            raise RuntimeError("requires_grad_(False): this tensor was made by an op on the tape; "
+                               "use .detach() to get a tensor cut from the graph")
+        if requires_grad:
+            _check_can_require_grad(self.dtype, "requires_grad_")
+        self.requires_grad = bool(requires_grad)
         return self
 
     def zero_(self):
@@ -169,7 +202,10 @@ class Tensor:
 
     # Comparisons are not differentiable: they give boolean tensors.
     def _compare(self, other, name):
-        other = other.data if isinstance(other, Tensor) else other
+        if isinstance(other, Tensor):
+            if other._backend is not self._backend:
+                raise ops.base.device_mismatch(name, (self, other))
+            other = other.data
         return Tensor._wrap(getattr(self._backend.xp, name)(self.data, other), self._backend)
 
     def __eq__(self, other): return self._compare(other, "equal")
@@ -218,8 +254,11 @@ class Tensor:
 
     view = reshape
 
-    def flatten(self, start_dim=0):
-        return self.reshape(self.shape[:start_dim] + (-1,))
+    def flatten(self, start_dim=0, end_dim=-1):
+        """Merge the axes start_dim..end_dim (all by default) into one."""
+        shape = self.shape
+        end = end_dim % len(shape) + 1 if shape else 0
+        return self.reshape(shape[:start_dim] + (-1,) + shape[end:])
 
     def permute(self, *axes):
         return ops.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
@@ -244,13 +283,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ display
     def __repr__(self):
-        body = repr(self.numpy()).replace("array(", "tensor(", 1)
-        extras = [f"device='{self.device}'"] if self.device != "cpu" else []
-        if self._node is not None:
-            extras.append(f"grad_fn={self._node.name}")
-        elif self.requires_grad:
-            extras.append("requires_grad=True")
-        return body[:-1] + ", " + ", ".join(extras) + ")" if extras else body
+        return tensor_repr(self)
 
 
 from . import ops  # noqa: E402  (ops build on Tensor; import last to close the cycle)

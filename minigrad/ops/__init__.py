@@ -5,6 +5,7 @@ on `ctx.xp`) and `backward` (tensor code), and call it with `.apply`.
 """
 from ._shapes import unbroadcast
 from .base import Op
+from .device import ToDevice
 from .batch_norm_kernel import ArrayBatchNorm
 from .elementwise import (Add, Cast, Div, Exp, Log, Maximum, Mul, Neg, Pow, Relu, Sigmoid, Sqrt,
                           Sub, Tanh, Where, where)
@@ -113,3 +114,8 @@ def broadcast_to(x, shape):
 
 def matmul(a, b):
     return MatMul.apply(a, b)
+
+
+def to_device(x, device):
+    """x copied to `device`; differentiable (the gradient is copied back)."""
+    return ToDevice.apply(x, device=device)

@@ -1,0 +1,18 @@
+"""Moving a tensor to another device, as an op: the gradient moves back the way it came."""
+from ..backends import get_backend
+from .base import Op
+
+
+class ToDevice(Op):
+    """x copied to `device` ("cpu" | "cuda");  dx = g copied back to x's device."""
+
+    @staticmethod
+    def forward(ctx, x, device):
+        source, target = ctx.backend, get_backend(device)
+        ctx.source_device = source.device
+        ctx.backend, ctx.xp = target, target.xp   # Op.apply wraps the output on ctx.backend
+        return target.asarray(source.to_numpy(x))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(ctx.source_device)
