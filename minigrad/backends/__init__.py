@@ -15,26 +15,47 @@ class DeviceError(RuntimeError):
 
 
 def _load_cuda_backend():
+    """The CuPy backend, made on first use."""
     global _cuda_backend
     if _cuda_backend is None:
-        try:
-            from .cupy_backend import CupyBackend
-        except ImportError as error:  # no CuPy backend module yet, or CuPy itself missing
-            raise DeviceError(
-                f"device 'cuda' needs CuPy, which could not be imported ({error}). "
-                "Install it with `pip install minigrad[cuda12]` or `minigrad[cuda13]`, "
-                "or use device='cpu'.") from None
-        _cuda_backend = CupyBackend()
+        _cuda_backend = _make_cuda_backend()
     return _cuda_backend
 
 
+def _make_cuda_backend():
+    """A CupyBackend, or a DeviceError that says what is missing: CuPy, a GPU, or the backend."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise DeviceError(
+            f"device 'cuda' needs CuPy, which is not installed ({error}). Install it with "
+            "`pip install minigrad[cuda12]` or `minigrad[cuda13]`, or use device='cpu'.") from None
+    try:
+        gpus = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CuPy's CUDA errors: no driver, driver too old, no device
+        raise DeviceError(f"device 'cuda': CuPy is installed but no usable GPU was found "
+                          f"({type(error).__name__}: {error}); use device='cpu'.") from None
+    if gpus == 0:
+        raise DeviceError("device 'cuda': CuPy is installed but no GPU was found; "
+                          "use device='cpu'.")
+    try:
+        from .cupy_backend import CupyBackend
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.cupy_backend":
+            raise
+        raise DeviceError("device 'cuda': this minigrad has no CUDA backend yet "
+                          "(minigrad/backends/cupy_backend.py is missing).") from None
+    return CupyBackend()
+
+
 def normalize_device(device):
-    """'cpu' | 'cuda' from a device string such as 'cuda:0' or None (the CPU)."""
+    """'cpu' | 'cuda' from a device string such as 'cuda', 'cuda:0' or None (the CPU).
+    minigrad uses one GPU, so 'cuda:1' and up are errors rather than silently GPU 0."""
     if device is None:
         return "cpu"
-    name = str(device).split(":")[0].lower()
-    if name not in ("cpu", "cuda"):
-        raise DeviceError(f"unknown device {device!r}: expected 'cpu' or 'cuda'")
+    name, _, index = str(device).lower().partition(":")
+    if name not in ("cpu", "cuda") or index not in ("", "0"):
+        raise DeviceError(f"unknown device {device!r}: expected 'cpu', 'cuda' or 'cuda:0'")
     return name
 
 
