@@ -3,6 +3,7 @@
 For a random projection r of the outputs, L(x) = sum(r * f(x)) is a scalar whose gradient the
 engine computes in one backward. Each input element is then nudged by +-eps and the central
 difference (L(x + eps e_i) - L(x - eps e_i)) / 2 eps compared with the analytic value.
+That is two forward passes per input element: keep the inputs small.
 """
 import numpy
 
@@ -19,11 +20,14 @@ def _as_tuple(value):
 
 
 def _prepare(inputs):
-    """float64 leaf copies of the tensors among `inputs` (other values are passed through)."""
+    """float64 leaf copies of the floating tensors among `inputs` (other values pass through).
+    Copies, so nudging never touches the caller's data; the memory layout is kept, so
+    non-contiguous inputs are checked as they are."""
     prepared = []
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.kind == "f":
-            x = Tensor(x.data, dtype="float64", requires_grad=x.requires_grad)
+            x = Tensor._wrap(x.data.astype("float64", copy=True), x.backend).requires_grad_(
+                x.requires_grad)
         prepared.append(x)
     return prepared
 
@@ -36,6 +40,7 @@ def _projection(fn, inputs, seed):
     rng = numpy.random.default_rng(seed)
     weights = [rng.standard_normal(o.shape) for o in outputs]
 
+    @autograd.no_grad()   # only values are needed: no tape
     def loss(*args):
         outs = _as_tuple(fn(*args))
         return sum(float((w * outs[i].numpy()).sum()) for w, i in zip(weights, picked))
@@ -49,41 +54,41 @@ def _report(message, raise_exception):
     return False
 
 
+@autograd.enable_grad()
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exception=True):
     """Compare the gradient of `fn` at `inputs` with central differences, in float64.
 
-    `inputs` is a tensor or a sequence; those with requires_grad=True are checked. Returns True
-    when |analytic - numeric| <= atol + rtol |numeric| everywhere; otherwise raises
-    GradcheckError naming the worst element (or returns False with raise_exception=False).
+    `inputs` is a tensor or a sequence; those with requires_grad=True are checked (as float64
+    copies). Returns True when |analytic - numeric| <= atol + rtol |numeric| everywhere;
+    otherwise raises GradcheckError naming the worst element (or returns False with
+    raise_exception=False).
     """
     inputs = _prepare(_as_tuple(inputs))
-    checked = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+    checked = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ValueError("gradcheck: no input requires grad")
     outputs, weights, loss = _projection(fn, inputs, seed)
     if not outputs:
         return _report("gradcheck: no output requires grad", raise_exception)
-    analytic = autograd.grad(outputs, checked, [Tensor(w, dtype="float64") for w in weights],
+    analytic = autograd.grad(outputs, [inputs[k] for k in checked], [Tensor(w) for w in weights],
                              allow_unused=True)
-    worst = (0.0, None)
-    for k, (x, g) in enumerate(zip(checked, analytic)):
+    worst = None   # (excess over the tolerance, input position, index, analytic, numeric)
+    for k, g in zip(checked, analytic):
+        x = inputs[k]
         g = numpy.zeros(x.shape) if g is None else g.numpy()
-        flat = x.data.reshape(-1)   # a view: nudging it nudges x
-        for i in range(flat.size):
-            original = flat[i]
-            flat[i] = original + eps
+        for index in numpy.ndindex(*x.shape):   # element by element, whatever the layout
+            original = x.data[index]
+            x.data[index] = original + eps
             plus = loss(*inputs)
-            flat[i] = original - eps
+            x.data[index] = original - eps
             minus = loss(*inputs)
-            flat[i] = original
+            x.data[index] = original
             numeric = (plus - minus) / (2 * eps)
-            value = g.reshape(-1)[i]
-            excess = abs(value - numeric) - (atol + rtol * abs(numeric))
-            if excess > worst[0] or worst[1] is None:
-                index = numpy.unravel_index(i, x.shape) if x.shape else ()
-                worst = (excess, (k, tuple(int(j) for j in index), value, numeric))
-    excess, (k, index, value, numeric) = worst
-    if excess > 0:
+            excess = abs(g[index] - numeric) - (atol + rtol * abs(numeric))
+            if worst is None or excess > worst[0]:
+                worst = (excess, k, index, g[index], numeric)
+    if worst is not None and worst[0] > 0:
+        excess, k, index, value, numeric = worst
         return _report(
             f"gradcheck: gradient mismatch for input {k} at index {index}: analytic {value:.8g}, "
             f"numeric {numeric:.8g} (|difference| {abs(value - numeric):.3g}, allowed "
@@ -95,18 +100,15 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exce
     """gradcheck of the first derivative: checks second derivatives through create_graph."""
     inputs = _prepare(_as_tuple(inputs))
     rng = numpy.random.default_rng(seed + 1)
+    state = rng.bit_generator.state
 
+    @autograd.enable_grad()   # the first derivative needs the tape, even inside gradcheck's loss
     def first_derivative(*args):
+        rng.bit_generator.state = state   # the same projection on every call
         outputs = [o for o in _as_tuple(fn(*args)) if isinstance(o, Tensor) and o.requires_grad]
-        projections = [Tensor(rng.standard_normal(o.shape), dtype="float64") for o in outputs]
+        projections = [Tensor(rng.standard_normal(o.shape)) for o in outputs]
         wrt = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
         grads = autograd.grad(outputs, wrt, projections, create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    state = rng.bit_generator.state
-
-    def fixed(*args):  # the same projection on every call
-        rng.bit_generator.state = state
-        return first_derivative(*args)
-
-    return gradcheck(fixed, inputs, eps, atol, rtol, seed, raise_exception)
+    return gradcheck(first_derivative, inputs, eps, atol, rtol, seed, raise_exception)
