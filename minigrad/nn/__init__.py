@@ -1,10 +1,12 @@
 """Neural-network building blocks: `Module`, `Parameter`, layers, `init` and `functional` (F)."""
 from . import functional, init
 from .activation import LogSoftmax, ReLU, Sigmoid, Tanh
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import Sequential
 from .conv import Conv2d
 from .dropout import Dropout
 from .flatten import Flatten
 from .linear import Identity, Linear
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .normalization import GroupNorm, InstanceNorm2d, LayerNorm, RegionBatchNorm2d
 from .pooling import AvgPool2d, MaxPool2d

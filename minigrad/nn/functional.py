@@ -5,6 +5,7 @@ import numpy
 
 from .. import ops
 from ..creation import generator
+from ..ops.batch_norm_kernel import update_running_stats
 from ..tensor import Tensor
 
 
@@ -75,3 +76,139 @@ def cross_entropy(input, target, reduction="mean"):
     """Cross-entropy between logits `input` (N, C) and integer class indices `target` (N,):
     -log_softmax(input)[n, target[n]], averaged ("mean"), summed ("sum") or kept ("none")."""
     return ops.cross_entropy(input, target, reduction=reduction)
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalization: every function below is `ops.normalize` plus an optional multiply and add.
+
+def _values_per_statistic(op, input, statistics, unit="channel"):
+    """How many values each statistic is computed from, checked to be more than one: a variance
+    of one value is 0 and the output would be beta whatever the input (PyTorch raises too)."""
+    count = input.numel() // max(statistics, 1)
+    if count <= 1:
+        raise ValueError(
+            f"{op}: training needs more than one value per {unit} to compute a variance, but "
+            f"the input of shape {input.shape} has {count} value(s) per {unit} (the channel "
+            "axis is 1; the values counted are those of the batch and spatial axes). Fixes: "
+            "train with a batch of more than one sample (or an input with spatial extent); "
+            "switch the layer to eval() so it normalizes with its running statistics (that "
+            "needs track_running_stats=True, the default, and statistics from earlier batches); "
+            "or, where batches of one are inherent, use LayerNorm, GroupNorm or InstanceNorm.")
+    return count
+
+
+def _update_running(running_mean, running_var, mean, var, count, momentum):
+    """running = (1 - momentum) * running + momentum * batch, in place and unrecorded, with the
+    batch variance made unbiased (var * count / (count - 1))."""
+    update_running_stats(running_mean.data, running_var.data, mean.data, var.data, count,
+                         momentum)
+
+
+def _use_fused(fused, input):
+    if fused == "auto":
+        return input.backend.kernel("batch_norm") is not None
+    if fused in (True, False):
+        return fused
+    raise ValueError(f"batch_norm: fused must be 'auto', True or False, not {fused!r}")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5, *, fused="auto"):
+    """Batch normalization over (N, C, *) input, per channel (axis 1), as in PyTorch:
+
+        y = (x - mean) / sqrt(var + eps) * weight + bias
+
+    training=True: mean/var are the batch's (biased) statistics, and the running buffers, when
+    given, are updated in place (no gradient) with the unbiased batch variance:
+        running = (1 - momentum) * running + momentum * batch.
+    training=False: the running buffers are used. `weight` and `bias` are optional separately.
+    `fused`: True runs `ops.fused_batch_norm` (one op), False `ops.composed_batch_norm`
+    (normalize, mul, add), "auto" the fused op where the backend has a fused kernel (the GPU);
+    the numbers are the same either way.
+    """
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected input of shape (N, C, *), got shape "
+                         f"{input.shape}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: give both running_mean and running_var, or neither")
+    channels = input.shape[1]
+    for name, buffer in (("running_mean", running_mean), ("running_var", running_var)):
+        if buffer is not None and buffer.shape != (channels,):
+            raise ValueError(f"batch_norm: {name} has shape {buffer.shape}, but the input of "
+                             f"shape {input.shape} has {channels} channels")
+    norm = ops.fused_batch_norm if _use_fused(fused, input) else ops.composed_batch_norm
+    if not training:
+        if running_mean is None:
+            raise ValueError("batch_norm: evaluation (training=False) normalizes with the running "
+                             "statistics, but running_mean and running_var are None; pass them, "
+                             "or training=True to use the batch's statistics")
+        return norm(input, weight, bias, 1, eps, running_mean, running_var)[0]
+    count = _values_per_statistic("batch_norm", input, channels)
+    if running_mean is not None and momentum is None:
+        raise ValueError("batch_norm: momentum=None (a cumulative average) needs the batch count "
+                         "that the BatchNorm layers keep; pass the factor 1/n for batch n")
+    y, mean, var = norm(input, weight, bias, 1, eps)
+    if running_mean is not None:
+        _update_running(running_mean, running_var, mean, var, count, momentum)
+    return y
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last len(normalized_shape) axes of each sample, then scale by weight
+    and shift by bias (both of shape normalized_shape, optional)."""
+    normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                        else tuple(normalized_shape))
+    count = len(normalized_shape)
+    if input.shape[input.ndim - count:] != normalized_shape or count == 0:
+        raise ValueError(f"layer_norm: the input's last axes {input.shape} do not match "
+                         f"normalized_shape {normalized_shape}")
+    y = ops.normalize(input, tuple(range(input.ndim - count, input.ndim)), eps)[0]
+    if weight is not None:
+        y = ops.mul(y, weight)
+    return y if bias is None else ops.add(y, bias)
+
+
+def _affine_channels(y, weight, bias):
+    """y * weight + bias with (C,) weight and bias put on axis 1."""
+    view = (1, y.shape[1]) + (1,) * (y.ndim - 2)
+    if weight is not None:
+        y = ops.mul(y, ops.reshape(weight, view))
+    return y if bias is None else ops.add(y, ops.reshape(bias, view))
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Split the C channels of (N, C, *) input into num_groups groups, normalize each sample's
+    group over its channels and positions, then apply per-channel weight and bias:
+    reshape to (N, G, C/G * ...), normalize over the last axis, reshape back."""
+    if input.ndim < 2 or input.shape[1] % num_groups:
+        raise ValueError(f"group_norm: the {input.shape[1] if input.ndim > 1 else '?'} channels "
+                         f"of an input of shape {input.shape} do not split into {num_groups} "
+                         "equal groups")
+    grouped = ops.reshape(input, (input.shape[0], num_groups, -1))
+    y = ops.reshape(ops.normalize(grouped, (2,), eps)[0], input.shape)
+    return _affine_channels(y, weight, bias)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each channel of each sample over its positions ((N, C, *) input), as in
+    PyTorch. With use_input_stats the sample's own statistics are used, and the running buffers,
+    when given, move towards their mean over the batch (unbiased variance);
+    otherwise the running buffers are used."""
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected input of shape (N, C, *spatial), got shape "
+                         f"{input.shape}")
+    axes = tuple(range(2, input.ndim))
+    view = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if not use_input_stats:
+        y = ops.normalize(input, axes, eps, ops.reshape(running_mean, view),
+                          ops.reshape(running_var, view))[0]
+        return _affine_channels(y, weight, bias)
+    count = _values_per_statistic("instance_norm", input, input.shape[0] * input.shape[1],
+                                  "channel of a sample")
+    y, mean, var = ops.normalize(input, axes, eps)
+    if running_mean is not None:
+        channels = (input.shape[0], input.shape[1])
+        _update_running(running_mean, running_var, mean.reshape(channels).mean(axis=0),
+                        var.reshape(channels).mean(axis=0), count, momentum)
+    return _affine_channels(y, weight, bias)

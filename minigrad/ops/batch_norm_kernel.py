@@ -9,12 +9,15 @@ GPU, so `FusedBatchNorm` calls the same three functions on either device:
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)
 
+It also serves `normalize` (`moments` and `standardize`), so the composed and the fused batch
+norm take their statistics from the same code and agree to the last bit on the CPU.
+
 Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
 or (N, C): (rows, C, 1)); `gamma`, `beta`, `mean`, `var`, `rstd` are (C,) vectors (gamma and
 beta may be None). Statistics are accumulated in float32 for float16 input, and in the input's
 precision otherwise; M = P*Q values per channel.
 
-    forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (two passes: stable)
+    forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (centred: stable; see moments)
                a = gamma * rstd,  b = beta - mean * a,  y = a * x + b  (rstd = 1 / sqrt(var + eps))
     backward:  sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
                dgamma = sum_gxhat,  dbeta = sum_g
@@ -23,14 +26,26 @@ precision otherwise; M = P*Q values per channel.
                     k2 = -a * rstd * sum_gxhat / M,  k3 = -a * sum_g / M
 
 Speed on the CPU comes from memory traffic, not arithmetic: every full-size pass costs about the
-same. The loops below walk x (and g) in blocks of about a megabyte, so a block's centred copy
-`x - mean` lives in one reused scratch buffer that stays in cache; the result arrays are
-written once and the centring avoids the cancellation `sum(g*x) - mean*sum(g)` suffers when the
-mean is large next to the spread.
+same. The loops below walk x (and g) in blocks of about a megabyte, so each block is read from
+memory once per loop and its centred copy `x - mean` lives in one reused scratch buffer that
+stays in cache; the result arrays are written once. Centring also avoids the cancellation that
+`sum(g*x) - mean*sum(g)` suffers when the mean is large next to the spread. On a GPU backend the
+array code runs on whole arrays (one block).
 """
 import threading
 
-_BLOCK_ELEMENTS = 1 << 18   # ~1 MB of float32 per block: fits in L2 next to its operands
+_BLOCK_ELEMENTS = 1 << 18   # ~1 MB of float32 per block on the CPU: stays in cache
+_KEEP_SCRATCH = 4 * _BLOCK_ELEMENTS   # larger scratch buffers are not kept between calls
+_array_kernels = {}
+
+
+def array_kernel(backend):
+    """The `ArrayBatchNorm` for a backend's array module (blocks on the CPU only)."""
+    kernel = _array_kernels.get(backend.name)
+    if kernel is None:
+        blocks = _BLOCK_ELEMENTS if backend.device == "cpu" else None
+        kernel = _array_kernels[backend.name] = ArrayBatchNorm(backend.xp, blocks)
+    return kernel
 
 
 def accumulation_dtype(xp, dtype):
@@ -65,9 +80,10 @@ def channel_view(x, axis):
 class ArrayBatchNorm:
     """The batch-norm kernel written with the array module `xp` (see the module docstring)."""
 
-    def __init__(self, xp):
+    def __init__(self, xp, block_elements=_BLOCK_ELEMENTS):
         self.xp = xp
-        self._local = threading.local()   # one scratch buffer per thread
+        self.block_elements = block_elements   # None: whole arrays
+        self._local = threading.local()        # one scratch buffer per thread
 
     # ---------------------------------------------------------------- helpers
     def _scratch(self, shape, dtype):
@@ -79,14 +95,17 @@ class ArrayBatchNorm:
             size *= n
         if buffer is None or buffer.dtype != dtype or buffer.size < size:
             buffer = self.xp.empty(size, dtype)
-            self._local.buffer = buffer
+            if size <= _KEEP_SCRATCH:
+                self._local.buffer = buffer
         return buffer[:size].reshape(shape)
 
     def _blocks(self, x3):
         """(rows per block, [(start, stop), ...]): row ranges of the (P, C, Q) view with about
-        _BLOCK_ELEMENTS values each."""
+        `block_elements` values each."""
         rows, per_row = x3.shape[0], x3.shape[1] * x3.shape[2]
-        step = min(rows, max(1, _BLOCK_ELEMENTS // max(per_row, 1)))
+        if self.block_elements is None:
+            return rows, [(0, rows)]
+        step = min(rows, max(1, self.block_elements // max(per_row, 1)))
         return step, [(start, min(start + step, rows)) for start in range(0, rows, step)]
 
     def _centred_blocks(self, x3, mean3, dtype):
@@ -101,12 +120,13 @@ class ArrayBatchNorm:
     def _contiguous(self, x):
         return self.xp.ascontiguousarray(x)
 
-    def _moments(self, x3, acc):
-        """Per-channel mean and biased variance with one read of x: each block is centred on its
-        own mean while it is in cache (the two-pass formula, block by block), and the blocks are
-        combined exactly (Chan, Golub and LeVeque):
-            M2 = sum_b [M2_b + n_b (mean_b - mean)^2],   var = M2 / M."""
+    def moments(self, x3):
+        """Per-channel mean and biased variance of a (P, C, Q) array over P and Q, in the
+        accumulation dtype, with one read of x: each block is centred on its own mean while it
+        is in cache (the two-pass formula, block by block), and the blocks are combined exactly
+        (Chan, Golub and LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var = M2 / M."""
         xp = self.xp
+        acc = accumulation_dtype(xp, x3.dtype)
         step, blocks = self._blocks(x3)
         channels, per_row = x3.shape[1], x3.shape[2]
         sums = xp.empty((len(blocks), channels), acc)
@@ -125,14 +145,21 @@ class ArrayBatchNorm:
         var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / acc.type(count)
         return mean, var
 
+    def standardize(self, x3, mean, rstd):
+        """(x - mean) * rstd per channel of a (P, C, Q) array, in x's dtype."""
+        y3 = self.xp.empty(x3.shape, x3.dtype)
+        rstd3 = rstd[:, None]
+        for start, stop, centred in self._centred_blocks(x3, mean[:, None], rstd.dtype):
+            self.xp.multiply(centred, rstd3, out=y3[start:stop])
+        return y3
+
     # ---------------------------------------------------------------- the three kernels
     def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
                       factor=0.0):
         xp = self.xp
         x3 = channel_view(self._contiguous(x), axis)
-        acc = accumulation_dtype(xp, x.dtype)
-        mean, var = self._moments(x3, acc)
-        rstd = 1.0 / xp.sqrt(var + acc.type(eps))
+        mean, var = self.moments(x3)
+        rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
         y = self._affine(x3, gamma, beta, mean, rstd).reshape(x.shape)
         if running_mean is not None:
             update_running_stats(running_mean, running_var, mean, var,

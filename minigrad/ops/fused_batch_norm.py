@@ -18,21 +18,15 @@ composed formula instead, so higher derivatives come out right.
 """
 from .. import autograd
 from .base import Op
-from .batch_norm_kernel import ArrayBatchNorm
+from .batch_norm_kernel import array_kernel
 from .normalize import normalize
 
 _OPTIONAL = ("gamma", "beta", "mean", "var")
-_array_kernels = {}
 
 
 def batch_norm_kernel(backend):
     """The backend's fused kernel, or the array implementation on its array module."""
-    kernel = backend.kernel("batch_norm")
-    if kernel is None:
-        kernel = _array_kernels.get(backend.name)
-        if kernel is None:
-            kernel = _array_kernels[backend.name] = ArrayBatchNorm(backend.xp)
-    return kernel
+    return backend.kernel("batch_norm") or array_kernel(backend)
 
 
 def _channel_axis(op, shape, axis):

@@ -20,13 +20,38 @@ accumulates in float32; the statistics come back in that dtype).
 from .. import autograd
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-from .batch_norm_kernel import accumulation_dtype
+from .batch_norm_kernel import array_kernel
 
 
 def _check_input(x, what):
     if x.dtype.kind != "f":
         raise TypeError(f"{what}: expected a floating tensor, got dtype {x.dtype} "
                         f"(shape {x.shape})")
+
+
+def _product(numbers):
+    result = 1
+    for n in numbers:
+        result *= n
+    return result
+
+
+def _grouped(xp, x, axes):
+    """x as a (P, K, Q) array whose middle axis runs over the kept (not reduced) axes, and the
+    function that takes a (P, K, Q) result back to x's layout. When the kept axes are adjacent
+    (batch, layer, instance, group and region norm) this is a view; otherwise the kept axes are
+    moved behind the reduced ones first (a copy)."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    first, stop = (kept[0], kept[-1] + 1) if kept else (0, 0)
+    if stop - first == len(kept):
+        x3 = xp.ascontiguousarray(x).reshape(_product(x.shape[:first]),
+                                             _product(x.shape[first:stop]), -1)
+        return x3, lambda y3: y3.reshape(x.shape)
+    order = list(axes) + kept
+    moved = xp.ascontiguousarray(x.transpose(order))
+    inverse = [order.index(i) for i in range(x.ndim)]
+    x3 = moved.reshape(-1, _product(moved.shape[len(axes):]), 1)
+    return x3, lambda y3: y3.reshape(moved.shape).transpose(inverse)
 
 
 class Normalize(Op):
@@ -39,20 +64,16 @@ class Normalize(Op):
         ctx.axes, ctx.eps = normalize_axes("normalize", axes, x.ndim), eps
         if stats:
             return Normalize._infer(ctx, x, *stats)
-        count = 1
-        for a in ctx.axes:
-            count *= x.shape[a]
-        if count == 0:
+        x3, restore = _grouped(ctx.xp, x, ctx.axes)
+        if x3.shape[0] * x3.shape[2] == 0:
             raise ValueError(f"normalize: no values to take statistics over: axes {ctx.axes} "
                              f"of a tensor of shape {x.shape}")
-        acc = accumulation_dtype(xp, x.dtype)
-        mean = x.mean(axis=ctx.axes, keepdims=True, dtype=acc)
-        centred = xp.subtract(x, mean, dtype=acc)
-        var = xp.square(centred).mean(axis=ctx.axes, keepdims=True)
-        rstd = 1.0 / xp.sqrt(var + acc.type(eps))
-        centred *= rstd
-        y = centred.astype(x.dtype, copy=False)
-        ctx.rstd = rstd
+        kernel = array_kernel(ctx.backend)
+        mean, var = kernel.moments(x3)
+        rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
+        y = restore(kernel.standardize(x3, mean, rstd))
+        kept = kept_shape(x.shape, ctx.axes)
+        mean, var, ctx.rstd = mean.reshape(kept), var.reshape(kept), rstd.reshape(kept)
         ctx.save(x, y)
         ctx.mark_non_differentiable(mean, var)
         return y, mean, var

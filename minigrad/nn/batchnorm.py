@@ -1,0 +1,158 @@
+"""Batch normalization layers: BatchNorm1d, BatchNorm2d, BatchNorm3d.
+
+Each normalizes every channel (axis 1) with statistics over the batch and spatial axes, then
+scales by `weight` (gamma) and shifts by `bias` (beta):
+
+    y = (x - mean) / sqrt(var + eps) * weight + bias
+
+In training the batch's statistics are used and the running buffers move towards them (no
+gradient; unbiased variance):
+
+    running = (1 - momentum) * running + momentum * batch          (momentum a number)
+    running = running + (batch - running) / num_batches_tracked    (momentum=None: the
+                                                                    cumulative average)
+
+(PyTorch's convention. Caffe's `moving_average_fraction` and Keras' `momentum` give the weight
+of the old value instead: keep = 1 - momentum.) In evaluation the running statistics are used.
+With track_running_stats=False there are no buffers and batch statistics are used always.
+
+`scale` / `center` switch weight and bias separately (both default to `affine`); an absent one
+costs nothing. `fused`: True runs `ops.fused_batch_norm` (one op), False the composition
+normalize, mul, add, "auto" the fused op where the backend has a fused kernel (the GPU). The
+results, the buffers and the state_dict are the same either way.
+"""
+import math
+
+from .. import creation
+from ..tensor import Tensor
+from . import functional as F
+from .module import Module, Parameter
+
+
+class _BatchNorm(Module):
+    """Shared by the BatchNorm layers (they differ only in the input dims they accept)."""
+
+    _dims = ()               # accepted input ndim
+    _stat_unit = "channel"   # what one running statistic describes
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, scale=None, center=None, fused="auto", device=None,
+                 dtype=None):
+        super().__init__()
+        if fused not in ("auto", True, False):
+            raise ValueError(f"{type(self).__name__}: fused must be 'auto', True or False, not "
+                             f"{fused!r}")
+        if momentum is not None and not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, not "
+                             f"{momentum}")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats, self.fused = affine, track_running_stats, fused
+        self.scale = affine if scale is None else bool(scale)
+        self.center = affine if center is None else bool(center)
+        shape = self._stat_shape()
+        self.register_parameter("weight", Parameter(
+            creation.ones(num_features, device=device, dtype=dtype)) if self.scale else None)
+        self.register_parameter("bias", Parameter(
+            creation.zeros(num_features, device=device, dtype=dtype)) if self.center else None)
+        if track_running_stats:
+            self.register_buffer("running_mean", creation.zeros(shape, device=device, dtype=dtype))
+            self.register_buffer("running_var", creation.ones(shape, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked",
+                                 creation.zeros((), dtype="int64", device=device))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def _stat_shape(self):
+        """The shape of the running statistics: one per channel."""
+        return (self.num_features,)
+
+    def reset_running_stats(self):
+        """Running mean 0, running variance 1, no batches tracked."""
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.weight is not None:
+            self.weight.data[...] = 1
+        if self.bias is not None:
+            self.bias.zero_()
+
+    def _check_input(self, input):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{type(self).__name__}: expected a Tensor, got "
+                            f"{type(input).__name__}")
+        if input.ndim not in self._dims or input.shape[1] != self.num_features:
+            dims = " or ".join(f"{n}-d" for n in self._dims)
+            raise ValueError(f"{type(self).__name__}({self.num_features}): expected {dims} input "
+                             f"with {self.num_features} channels on axis 1, got shape "
+                             f"{input.shape}")
+
+    def _factor(self):
+        """This batch's weight in the running averages (the batch counter already advanced)."""
+        if self.momentum is None:
+            return 1.0 / int(self.num_batches_tracked.item())
+        return self.momentum
+
+    def _normalize(self, input, factor):
+        """The layer's function for one call; `factor` is the running-average weight."""
+        use_batch = self.training or not self.track_running_stats
+        keep_running = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep_running else None,
+                            self.running_var if keep_running else None, self.weight, self.bias,
+                            use_batch, factor, self.eps, fused=self.fused)
+
+    def forward(self, input):
+        self._check_input(input)
+        if self.training or not self.track_running_stats:   # batch statistics: check count
+            F._values_per_statistic(f"{type(self).__name__}({self.num_features})", input,
+                                    math.prod(self._stat_shape()), self._stat_unit)
+        if not (self.training and self.track_running_stats):
+            return self._normalize(input, 0.0)
+        self.num_batches_tracked.data[...] += 1
+        try:
+            return self._normalize(input, self._factor())
+        except Exception:
+            self.num_batches_tracked.data[...] -= 1   # the batch was not used
+            raise
+
+    def update_rule(self):
+        """The running-statistics update, as text."""
+        if not self.track_running_stats:
+            return "no running stats: batch statistics always"
+        if self.momentum is None:
+            return ("running = running + (batch - running) / num_batches_tracked "
+                    "(cumulative average; unbiased var)")
+        keep = 1.0 - self.momentum
+        return (f"running = {keep:g} * running + {self.momentum:g} * batch "
+                "(unbiased var)")
+
+    def extra_repr(self):
+        text = (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+        if (self.scale, self.center) != (self.affine, self.affine):
+            text += f", scale={self.scale}, center={self.center}"
+        if self.fused != "auto":
+            text += f", fused={self.fused}"
+        return text + f"; {self.update_rule()}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L) input; see the module docstring."""
+
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W) input; see the module docstring."""
+
+    _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W) input; see the module docstring."""
+
+    _dims = (5,)

@@ -1,0 +1,154 @@
+"""The other normalization layers, all composed from the same primitive, `ops.normalize`:
+
+    LayerNorm          normalize each sample over its last axes            (PyTorch's LayerNorm)
+    GroupNorm          reshape (N, C, *) -> (N, G, rest), normalize over rest
+    InstanceNorm2d     normalize each sample's channel over (H, W)
+    RegionBatchNorm2d  batch norm with statistics per horizontal region and one shared
+                       weight/bias: (N, C, H, W) -> (N, C, R, H/R, W), normalize over (0, 3, 4)
+"""
+from .. import creation, ops
+from . import functional as F
+from .batchnorm import _BatchNorm
+from .module import Module, Parameter
+
+
+def _affine_parameters(module, shape, enabled, bias, device, dtype):
+    """Register weight (ones) and bias (zeros) of `shape`, or None for those not enabled."""
+    module.register_parameter("weight", Parameter(creation.ones(shape, device=device, dtype=dtype))
+                              if enabled else None)
+    module.register_parameter("bias", Parameter(creation.zeros(shape, device=device, dtype=dtype))
+                              if enabled and bias else None)
+
+
+class LayerNorm(Module):
+    """y = normalize(x over its last len(normalized_shape) axes) * weight + bias, with weight and
+    bias of shape normalized_shape (PyTorch's LayerNorm)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                                 else tuple(normalized_shape))
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class GroupNorm(Module):
+    """Normalize each sample over groups of num_channels / num_groups channels (and all
+    positions), then per-channel weight and bias (PyTorch's GroupNorm)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups, num_channels, eps, affine)
+        _affine_parameters(self, (num_channels,), affine, True, device, dtype)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm2d(Module):
+    """Normalize each channel of each sample over (H, W) (PyTorch's InstanceNorm2d: no affine and
+    no running statistics by default). With track_running_stats, training moves the running
+    buffers towards the batch mean of the per-sample statistics,
+    running = (1 - momentum) * running + momentum * batch, and evaluation uses them."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        _affine_parameters(self, (num_features,), affine, True, device, dtype)
+        if track_running_stats:
+            self.register_buffer("running_mean", creation.zeros(num_features, device=device,
+                                                                dtype=dtype))
+            self.register_buffer("running_var", creation.ones(num_features, device=device,
+                                                              dtype=dtype))
+            self.register_buffer("num_batches_tracked",
+                                 creation.zeros((), dtype="int64", device=device))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def forward(self, input):
+        if input.ndim == 3:   # one unbatched (C, H, W) sample
+            return ops.reshape(self.forward(ops.reshape(input, (1,) + input.shape)), input.shape)
+        if input.ndim != 4 or input.shape[1] != self.num_features:
+            raise ValueError(f"InstanceNorm2d({self.num_features}): expected (N, "
+                             f"{self.num_features}, H, W) or ({self.num_features}, H, W) input, "
+                             f"got shape {input.shape}")
+        use_input_stats = self.training or not self.track_running_stats
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
+                               self.bias, use_input_stats,
+                               0.0 if self.momentum is None else self.momentum, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class RegionBatchNorm2d(_BatchNorm):
+    """Batch norm with statistics per region and one shared weight/bias.
+
+    The H axis of (N, C, H, W) input is cut into `regions` equal bands. Each (channel, band)
+    gets its own mean and variance over (N, H / regions, W), while every band of a channel is
+    scaled and shifted by the same weight[c] and bias[c]. No Python loop over regions, no slices
+    and no concatenation:
+
+        x5 = x.reshape(N, C, R, H/R, W)
+        y5 = normalize(x5, axes=(0, 3, 4)) * weight.view(1, C, 1, 1, 1) + bias.view(1, C, 1, 1, 1)
+
+    Running statistics have shape (C, R) and follow BatchNorm's update rule (see batchnorm.py);
+    evaluation uses them. `fused` does not apply (this layer is the composition).
+    """
+
+    _dims = (4,)
+    _stat_unit = "channel and region"
+
+    def __init__(self, num_features, regions, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, scale=None, center=None, device=None, dtype=None):
+        object.__setattr__(self, "regions", regions)   # read by _stat_shape during __init__
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, scale,
+                         center, "auto", device, dtype)
+
+    def _stat_shape(self):
+        return (self.num_features, self.regions)
+
+    def _normalize(self, input, factor):
+        n, c, h, w = input.shape
+        if h % self.regions:
+            raise ValueError(f"RegionBatchNorm2d: the height {h} of the input of shape "
+                             f"{input.shape} does not split into {self.regions} equal regions")
+        x5 = ops.reshape(input, (n, c, self.regions, h // self.regions, w))
+        axes = (0, 3, 4)
+        if self.training or not self.track_running_stats:
+            count = input.numel() // (c * self.regions)   # checked > 1 in forward
+            y5, mean, var = ops.normalize(x5, axes, self.eps)
+            if self.training and self.track_running_stats:
+                F._update_running(self.running_mean, self.running_var, mean.reshape(c, -1),
+                                  var.reshape(c, -1), count, factor)
+        else:
+            view = (1, c, self.regions, 1, 1)
+            y5 = ops.normalize(x5, axes, self.eps, ops.reshape(self.running_mean, view),
+                               ops.reshape(self.running_var, view))[0]
+        return ops.reshape(F._affine_channels(y5, self.weight, self.bias), input.shape)
+
+    def extra_repr(self):
+        return super().extra_repr().replace(f"{self.num_features}, ",
+                                            f"{self.num_features}, regions={self.regions}, ", 1)
+
