@@ -1,0 +1,543 @@
+// Fused batch normalization for minigrad's CuPy backend.
+//
+// Loaded with cupy.RawModule (cuda_batch_norm.py names the template instances and plans the
+// launches). The same file is compiled unmodified by g++ on machines without a GPU, through
+// tests/cuda_host/cuda_host.h, which runs every CUDA thread as a host thread.
+//
+// Layout. x is contiguous and viewed as (outer, C, inner) around the channel axis:
+//   NCHW (N, C, H, W), (N, C, L): inner = H*W or L > 1  -> "planar" reductions: a channel's
+//                                    values come in contiguous runs of `inner`
+//   channels-last (N, H, W, C), (N, C): inner = 1       -> "rows" reductions: each row of C
+//                                    channels is contiguous and threads walk across channels
+// M = outer * inner values per channel. T is the storage type (float, __half, __nv_bfloat16,
+// double); Acc the accumulation type (float, or double for double): statistics, parameters and
+// coefficients are Acc vectors of length C.
+//
+// Training forward, three launches:
+//   bn_stats_{planar,rows}    each block folds a slice of its channel(s) into Welford triples
+//                             (count, mean, M2) -> partials[3][S][C] (S slices per channel),
+//                             of x - shift with shift = the channel's first value, written to
+//                             partials[3*S*C + c]: the mean then carries no large offset, so a
+//                             large mean next to a small spread costs no digits
+//   bn_finalize_stats         per channel: Chan-merge the S triples; mean = shift + merged mean,
+//                             var = M2 / M,
+//                             rstd = 1 / sqrt(var + eps); running stats with the unbiased
+//                             variance M2 / (M - 1); coefficients a = gamma*rstd, b = beta - mean*a
+//   bn_apply                  y = a*x + b
+// Inference forward: bn_infer_coeffs (a, b from the given mean and var), then bn_apply.
+// Backward, three launches:
+//   bn_bwd_reduce_{planar,rows}  partial sum(g) and sum(g*(x - mean)) in one pass -> [2][S][C]
+//   bn_bwd_finalize           dbeta = sum(g), dgamma = rstd*sum(g*(x - mean)) (each only when
+//                             asked for); dx coefficients k = gamma*rstd, p = -k*rstd*dgamma/M,
+//                             q = -k*dbeta/M
+//   bn_bwd_dx                 dx = k*g + p*(x - mean) + q
+//   which is dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
+//
+// Every kernel is launched with BN_BLOCK threads in x (the planner in cuda_batch_norm.py reads
+// the same constant). VEC is the number of elements moved per load: 16 bytes' worth where the
+// planner found the data aligned and the channel runs divisible, else 1.
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef BN_BLOCK
+#define BN_BLOCK 256
+#endif
+#define BN_WARPS (BN_BLOCK / 32)
+#define BN_FULL_MASK 0xffffffffu
+
+typedef unsigned long long bn_offset;  // element offsets; per-channel counts stay 32-bit
+
+// ------------------------------------------------------------------ types and conversions
+
+template <typename T> struct AccOf { typedef float type; };
+template <> struct AccOf<double> { typedef double type; };
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_acc(typename AccOf<T>::type v);
+template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
+template <> __device__ __forceinline__ double from_acc<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half from_acc<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float bn_fma(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double bn_fma(double a, double b, double c) { return fma(a, b, c); }
+__device__ __forceinline__ float bn_sqrt(float v) { return sqrtf(v); }
+__device__ __forceinline__ double bn_sqrt(double v) { return sqrt(v); }
+
+__device__ __forceinline__ unsigned bn_min(unsigned a, unsigned b) { return a < b ? a : b; }
+
+// VEC consecutive elements, aligned so that one load or store moves them all.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// ------------------------------------------------------------------ Welford / Chan merging
+
+template <typename Acc>
+struct Welford {
+  Acc n, mean, m2;  // count, mean, sum of squared deviations from the mean
+};
+
+// Chan et al.: the triple of the union of two disjoint sets.
+template <typename Acc>
+__device__ __forceinline__ Welford<Acc> welford_merge(Welford<Acc> a, Welford<Acc> b) {
+  const Acc n = a.n + b.n;
+  if (n == Acc(0)) return a;
+  const Acc weight = b.n / n, delta = b.mean - a.mean;
+  Welford<Acc> r;
+  r.n = n;
+  r.mean = a.mean + delta * weight;
+  r.m2 = a.m2 + b.m2 + delta * delta * a.n * weight;
+  return r;
+}
+
+// The triple of one pack minus `shift`, by two passes over its registers.
+template <typename T, int VEC>
+__device__ __forceinline__ Welford<typename AccOf<T>::type> pack_welford(
+    const Pack<T, VEC>& p, typename AccOf<T>::type shift) {
+  typedef typename AccOf<T>::type Acc;
+  Acc value[VEC], sum = Acc(0);
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) {
+    value[v] = to_acc(p.v[v]) - shift;
+    sum += value[v];
+  }
+  const Acc mean = sum * (Acc(1) / Acc(VEC));  // VEC is a power of two: exact
+  Acc m2 = Acc(0);
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) {
+    const Acc d = value[v] - mean;
+    m2 += d * d;
+  }
+  Welford<Acc> w;
+  w.n = Acc(VEC);
+  w.mean = mean;
+  w.m2 = m2;
+  return w;
+}
+
+template <typename Acc>
+__device__ __forceinline__ Welford<Acc> shfl_down_welford(Welford<Acc> a, unsigned offset) {
+  Welford<Acc> b;
+  b.n = __shfl_down_sync(BN_FULL_MASK, a.n, offset);
+  b.mean = __shfl_down_sync(BN_FULL_MASK, a.mean, offset);
+  b.m2 = __shfl_down_sync(BN_FULL_MASK, a.m2, offset);
+  return b;
+}
+
+// The merged triple of the whole block, valid in thread 0. Uses its shared scratch once, so a
+// kernel calls it at most once.
+template <typename Acc>
+__device__ __forceinline__ Welford<Acc> block_welford(Welford<Acc> a) {
+  __shared__ Acc shared_n[BN_WARPS], shared_mean[BN_WARPS], shared_m2[BN_WARPS];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (unsigned offset = 16; offset > 0; offset /= 2) {
+    a = welford_merge(a, shfl_down_welford(a, offset));
+  }
+  if (lane == 0) {
+    shared_n[warp] = a.n;
+    shared_mean[warp] = a.mean;
+    shared_m2[warp] = a.m2;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    Welford<Acc> w = {Acc(0), Acc(0), Acc(0)};
+    if (lane < BN_WARPS) {
+      w.n = shared_n[lane];
+      w.mean = shared_mean[lane];
+      w.m2 = shared_m2[lane];
+    }
+#pragma unroll
+    for (unsigned offset = 16; offset > 0; offset /= 2) {
+      w = welford_merge(w, shfl_down_welford(w, offset));
+    }
+    a = w;
+  }
+  return a;
+}
+
+// Sums of (a, b) over the block, valid in thread 0 (butterfly within warps). Shared scratch
+// used once, as above.
+template <typename Acc>
+__device__ __forceinline__ void block_sum2(Acc& a, Acc& b) {
+  __shared__ Acc shared_a[BN_WARPS], shared_b[BN_WARPS];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int mask = 16; mask > 0; mask /= 2) {
+    a += __shfl_xor_sync(BN_FULL_MASK, a, mask);
+    b += __shfl_xor_sync(BN_FULL_MASK, b, mask);
+  }
+  if (lane == 0) {
+    shared_a[warp] = a;
+    shared_b[warp] = b;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    a = lane < BN_WARPS ? shared_a[lane] : Acc(0);
+    b = lane < BN_WARPS ? shared_b[lane] : Acc(0);
+#pragma unroll
+    for (int mask = 16; mask > 0; mask /= 2) {
+      a += __shfl_xor_sync(BN_FULL_MASK, a, mask);
+      b += __shfl_xor_sync(BN_FULL_MASK, b, mask);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ training statistics
+
+// Planar layout. grid = (C, S): block (c, s) folds packs [s*chunk, (s+1)*chunk) of channel c,
+// numbered row by row (row = outer index, inner_packs packs per row). The channel's first value
+// x[c * inner] is its shift.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_stats_planar(const T* __restrict__ x, unsigned channels, unsigned inner_packs,
+                unsigned channel_packs, unsigned chunk,
+                typename AccOf<T>::type* __restrict__ partials) {
+  typedef typename AccOf<T>::type Acc;
+  const Pack<T, VEC>* packs = reinterpret_cast<const Pack<T, VEC>*>(x);
+  const unsigned c = blockIdx.x, split = blockIdx.y;
+  const unsigned begin = split * chunk, end = bn_min(begin + chunk, channel_packs);
+  const Acc shift = to_acc(x[(bn_offset)c * inner_packs * VEC]);
+  Welford<Acc> acc = {Acc(0), Acc(0), Acc(0)};
+  for (unsigned j = begin + threadIdx.x; j < end; j += BN_BLOCK) {
+    const unsigned row = j / inner_packs, col = j - row * inner_packs;
+    const Pack<T, VEC> p = packs[((bn_offset)row * channels + c) * inner_packs + col];
+    acc = welford_merge(acc, pack_welford(p, shift));
+  }
+  acc = block_welford(acc);
+  if (threadIdx.x == 0) {
+    const unsigned at = split * channels + c, plane = gridDim.y * channels;
+    partials[at] = acc.n;
+    partials[plane + at] = acc.mean;
+    partials[2 * plane + at] = acc.m2;
+    if (split == 0) partials[3 * plane + c] = shift;
+  }
+}
+
+// Rows layout. The block is lanes_c (a power of two <= 32) channel packs wide and
+// BN_BLOCK / lanes_c rows tall; grid = (ceil(C / VEC / lanes_c), S), block (b, s) covers rows
+// [s*chunk, (s+1)*chunk). Rows that share a warp merge by shuffles, warps through shared memory.
+// A channel's shift is its value in row 0.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigned lanes_c,
+              unsigned chunk, typename AccOf<T>::type* __restrict__ partials) {
+  typedef typename AccOf<T>::type Acc;
+  __shared__ Acc shared_n[BN_WARPS][32];
+  __shared__ Acc shared_mean[BN_WARPS][32 * VEC], shared_m2[BN_WARPS][32 * VEC];
+  const Pack<T, VEC>* packs = reinterpret_cast<const Pack<T, VEC>*>(x);
+  const unsigned row_packs = channels / VEC, row_step = BN_BLOCK / lanes_c;
+  const unsigned tx = threadIdx.x % lanes_c, ty = threadIdx.x / lanes_c;
+  const unsigned pack = blockIdx.x * lanes_c + tx;
+  const unsigned begin = blockIdx.y * chunk, end = bn_min(begin + chunk, rows);
+
+  // Welford per channel of the pack; the count is shared by the VEC channels.
+  Acc n = Acc(0), mean[VEC], m2[VEC], shift[VEC];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) mean[v] = m2[v] = shift[v] = Acc(0);
+  if (pack < row_packs) {
+    const Pack<T, VEC> first = packs[pack];
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) shift[v] = to_acc(first.v[v]);
+    for (unsigned r = begin + ty; r < end; r += row_step) {
+      const Pack<T, VEC> p = packs[(bn_offset)r * row_packs + pack];
+      n += Acc(1);
+      const Acc inv_n = Acc(1) / n;
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        const Acc value = to_acc(p.v[v]) - shift[v], delta = value - mean[v];
+        mean[v] += delta * inv_n;
+        m2[v] += delta * (value - mean[v]);
+      }
+    }
+  }
+  // Lanes tx, tx + lanes_c, ... of a warp hold the same channels: merge them into lane tx.
+  for (unsigned offset = 16; offset >= lanes_c; offset /= 2) {
+    const Acc other_n = __shfl_down_sync(BN_FULL_MASK, n, offset), total = n + other_n;
+    const Acc weight = total > Acc(0) ? other_n / total : Acc(0);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const Acc other_mean = __shfl_down_sync(BN_FULL_MASK, mean[v], offset);
+      const Acc other_m2 = __shfl_down_sync(BN_FULL_MASK, m2[v], offset);
+      const Acc delta = other_mean - mean[v];
+      mean[v] += delta * weight;
+      m2[v] += other_m2 + delta * delta * n * weight;
+    }
+    n = total;
+  }
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane < lanes_c) {
+    shared_n[warp][lane] = n;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      shared_mean[warp][lane * VEC + v] = mean[v];
+      shared_m2[warp][lane * VEC + v] = m2[v];
+    }
+  }
+  if (blockIdx.y == 0 && ty == 0 && pack < row_packs) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) partials[3 * gridDim.y * channels + pack * VEC + v] = shift[v];
+  }
+  __syncthreads();
+  // One thread per channel of the block merges the warps in order.
+  for (unsigned t = threadIdx.x; t < lanes_c * VEC; t += BN_BLOCK) {
+    const unsigned c = blockIdx.x * lanes_c * VEC + t;
+    Welford<Acc> w = {Acc(0), Acc(0), Acc(0)};
+    for (unsigned k = 0; k < BN_WARPS; ++k) {
+      Welford<Acc> part;
+      part.n = shared_n[k][t / VEC];
+      part.mean = shared_mean[k][t];
+      part.m2 = shared_m2[k][t];
+      w = welford_merge(w, part);
+    }
+    if (c < channels) {
+      const unsigned at = blockIdx.y * channels + c, plane = gridDim.y * channels;
+      partials[at] = w.n;
+      partials[plane + at] = w.mean;
+      partials[2 * plane + at] = w.m2;
+    }
+  }
+}
+
+// One thread per channel: merge the S partial triples in order (deterministic), add back the
+// shift, then the statistics, the running averages and the coefficients of y = a*x + b. gamma,
+// beta and the running buffers may be null. With M = 1 the unbiased variance is 0/0 = NaN, as in NumPy.
+template <typename Acc>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,
+                  Acc eps, const Acc* __restrict__ gamma, const Acc* __restrict__ beta,
+                  Acc* __restrict__ mean, Acc* __restrict__ var, Acc* __restrict__ rstd,
+                  Acc* __restrict__ coef, Acc* __restrict__ running_mean,
+                  Acc* __restrict__ running_var, Acc factor) {
+  const unsigned c = blockIdx.x * BN_BLOCK + threadIdx.x;
+  if (c >= channels) return;
+  const unsigned plane = splits * channels;
+  Welford<Acc> w = {Acc(0), Acc(0), Acc(0)};
+  for (unsigned s = 0; s < splits; ++s) {
+    Welford<Acc> part;
+    part.n = partials[s * channels + c];
+    part.mean = partials[plane + s * channels + c];
+    part.m2 = partials[2 * plane + s * channels + c];
+    w = welford_merge(w, part);
+  }
+  const Acc m = partials[3 * plane + c] + w.mean;
+  const Acc biased = w.m2 / count, r = Acc(1) / bn_sqrt(biased + eps);
+  mean[c] = m;
+  var[c] = biased;
+  rstd[c] = r;
+  const Acc a = gamma ? gamma[c] * r : r;
+  coef[c] = a;
+  coef[channels + c] = (beta ? beta[c] : Acc(0)) - m * a;
+  if (running_mean) running_mean[c] = (Acc(1) - factor) * running_mean[c] + factor * m;
+  if (running_var) {
+    running_var[c] = (Acc(1) - factor) * running_var[c] + factor * (w.m2 / (count - Acc(1)));
+  }
+}
+
+// ------------------------------------------------------------------ inference
+
+// Coefficients of y = a*x + b from given statistics: a = gamma / sqrt(var + eps),
+// b = beta - mean*a. gamma and beta may be null.
+template <typename Acc>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_infer_coeffs(const Acc* __restrict__ mean, const Acc* __restrict__ var,
+                const Acc* __restrict__ gamma, const Acc* __restrict__ beta, unsigned channels,
+                Acc eps, Acc* __restrict__ coef) {
+  const unsigned c = blockIdx.x * BN_BLOCK + threadIdx.x;
+  if (c >= channels) return;
+  const Acc r = Acc(1) / bn_sqrt(var[c] + eps), a = gamma ? gamma[c] * r : r;
+  coef[c] = a;
+  coef[channels + c] = (beta ? beta[c] : Acc(0)) - mean[c] * a;
+}
+
+// ------------------------------------------------------------------ elementwise passes
+
+// The channel of lane v of the pack that starts at element `first`: packs lie inside one run
+// of `inner` (inner > 1) or, channels-last (inner == 1), cover VEC consecutive channels.
+__device__ __forceinline__ unsigned pack_channel(unsigned first, unsigned inner, unsigned channels,
+                                                 unsigned v) {
+  return (first / inner) % channels + (inner == 1 ? v : 0u);
+}
+
+// y = a*x + b per channel, coef = [a; b]; grid-stride over the packs of x.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_apply(const T* __restrict__ x, T* __restrict__ y,
+         const typename AccOf<T>::type* __restrict__ coef, unsigned total_packs, unsigned inner,
+         unsigned channels) {
+  const Pack<T, VEC>* in = reinterpret_cast<const Pack<T, VEC>*>(x);
+  Pack<T, VEC>* out = reinterpret_cast<Pack<T, VEC>*>(y);
+  for (unsigned j = blockIdx.x * BN_BLOCK + threadIdx.x; j < total_packs;
+       j += gridDim.x * BN_BLOCK) {
+    const Pack<T, VEC> p = in[j];
+    Pack<T, VEC> q;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const unsigned c = pack_channel(j * VEC, inner, channels, v);
+      q.v[v] = from_acc<T>(bn_fma(coef[c], to_acc(p.v[v]), coef[channels + c]));
+    }
+    out[j] = q;
+  }
+}
+
+// ------------------------------------------------------------------ backward
+
+// Planar layout, grid = (C, S) as bn_stats_planar: partial sum(g) and sum(g*(x - mean)).
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_bwd_reduce_planar(const T* __restrict__ g, const T* __restrict__ x,
+                     const typename AccOf<T>::type* __restrict__ mean, unsigned channels,
+                     unsigned inner_packs, unsigned channel_packs, unsigned chunk,
+                     typename AccOf<T>::type* __restrict__ partials) {
+  typedef typename AccOf<T>::type Acc;
+  const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
+  const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
+  const unsigned c = blockIdx.x, split = blockIdx.y;
+  const unsigned begin = split * chunk, end = bn_min(begin + chunk, channel_packs);
+  const Acc m = mean[c];
+  Acc sum_g = Acc(0), sum_gx = Acc(0);
+  for (unsigned j = begin + threadIdx.x; j < end; j += BN_BLOCK) {
+    const unsigned row = j / inner_packs, col = j - row * inner_packs;
+    const bn_offset at = ((bn_offset)row * channels + c) * inner_packs + col;
+    const Pack<T, VEC> pg = gp[at], px = xp[at];
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const Acc gv = to_acc(pg.v[v]);
+      sum_g += gv;
+      sum_gx = bn_fma(gv, to_acc(px.v[v]) - m, sum_gx);
+    }
+  }
+  block_sum2(sum_g, sum_gx);
+  if (threadIdx.x == 0) {
+    const unsigned at = split * channels + c, plane = gridDim.y * channels;
+    partials[at] = sum_g;
+    partials[plane + at] = sum_gx;
+  }
+}
+
+// Rows layout, block and grid as bn_stats_rows.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
+                   const typename AccOf<T>::type* __restrict__ mean, unsigned channels,
+                   unsigned rows, unsigned lanes_c, unsigned chunk,
+                   typename AccOf<T>::type* __restrict__ partials) {
+  typedef typename AccOf<T>::type Acc;
+  __shared__ Acc shared_g[BN_WARPS][32 * VEC], shared_gx[BN_WARPS][32 * VEC];
+  const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
+  const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
+  const unsigned row_packs = channels / VEC, row_step = BN_BLOCK / lanes_c;
+  const unsigned tx = threadIdx.x % lanes_c, ty = threadIdx.x / lanes_c;
+  const unsigned pack = blockIdx.x * lanes_c + tx;
+  const unsigned begin = blockIdx.y * chunk, end = bn_min(begin + chunk, rows);
+
+  Acc sum_g[VEC], sum_gx[VEC], m[VEC];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) sum_g[v] = sum_gx[v] = m[v] = Acc(0);
+  if (pack < row_packs) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) m[v] = mean[pack * VEC + v];
+    for (unsigned r = begin + ty; r < end; r += row_step) {
+      const bn_offset at = (bn_offset)r * row_packs + pack;
+      const Pack<T, VEC> pg = gp[at], px = xp[at];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        const Acc gv = to_acc(pg.v[v]);
+        sum_g[v] += gv;
+        sum_gx[v] = bn_fma(gv, to_acc(px.v[v]) - m[v], sum_gx[v]);
+      }
+    }
+  }
+  // Butterfly over the rows that share a warp: every lane ends with its warp's sums.
+  for (unsigned mask = 16; mask >= lanes_c; mask /= 2) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      sum_g[v] += __shfl_xor_sync(BN_FULL_MASK, sum_g[v], mask);
+      sum_gx[v] += __shfl_xor_sync(BN_FULL_MASK, sum_gx[v], mask);
+    }
+  }
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane < lanes_c) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      shared_g[warp][lane * VEC + v] = sum_g[v];
+      shared_gx[warp][lane * VEC + v] = sum_gx[v];
+    }
+  }
+  __syncthreads();
+  for (unsigned t = threadIdx.x; t < lanes_c * VEC; t += BN_BLOCK) {
+    const unsigned c = blockIdx.x * lanes_c * VEC + t;
+    Acc total_g = Acc(0), total_gx = Acc(0);
+    for (unsigned k = 0; k < BN_WARPS; ++k) {
+      total_g += shared_g[k][t];
+      total_gx += shared_gx[k][t];
+    }
+    if (c < channels) {
+      const unsigned at = blockIdx.y * channels + c, plane = gridDim.y * channels;
+      partials[at] = total_g;
+      partials[plane + at] = total_gx;
+    }
+  }
+}
+
+// One thread per channel: sum the S partials in order; write dgamma / dbeta only where the
+// pointer is given, and the dx coefficients coef = [k; p; q] only when coef is given.
+template <typename Acc>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_bwd_finalize(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,
+                const Acc* __restrict__ rstd, const Acc* __restrict__ gamma,
+                Acc* __restrict__ dgamma, Acc* __restrict__ dbeta, Acc* __restrict__ coef) {
+  const unsigned c = blockIdx.x * BN_BLOCK + threadIdx.x;
+  if (c >= channels) return;
+  const unsigned plane = splits * channels;
+  Acc sum_g = Acc(0), sum_gx = Acc(0);
+  for (unsigned s = 0; s < splits; ++s) {
+    sum_g += partials[s * channels + c];
+    sum_gx += partials[plane + s * channels + c];
+  }
+  const Acc r = rstd[c], sum_gxhat = sum_gx * r;
+  if (dgamma) dgamma[c] = sum_gxhat;
+  if (dbeta) dbeta[c] = sum_g;
+  if (coef) {
+    const Acc k = gamma ? gamma[c] * r : r;
+    coef[c] = k;
+    coef[channels + c] = -k * r * sum_gxhat / count;
+    coef[2 * channels + c] = -k * sum_g / count;
+  }
+}
+
+// dx = k*g + p*(x - mean) + q per channel, coef = [k; p; q]; grid-stride like bn_apply.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BN_BLOCK)
+bn_bwd_dx(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ dx,
+          const typename AccOf<T>::type* __restrict__ coef,
+          const typename AccOf<T>::type* __restrict__ mean, unsigned total_packs, unsigned inner,
+          unsigned channels) {
+  const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
+  const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
+  Pack<T, VEC>* out = reinterpret_cast<Pack<T, VEC>*>(dx);
+  for (unsigned j = blockIdx.x * BN_BLOCK + threadIdx.x; j < total_packs;
+       j += gridDim.x * BN_BLOCK) {
+    const Pack<T, VEC> pg = gp[j], px = xp[j];
+    Pack<T, VEC> q;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      const unsigned c = pack_channel(j * VEC, inner, channels, v);
+      q.v[v] = from_acc<T>(bn_fma(coef[c], to_acc(pg.v[v]),
+                                  bn_fma(coef[channels + c], to_acc(px.v[v]) - mean[c],
+                                         coef[2 * channels + c])));
+    }
+    out[j] = q;
+  }
+}

@@ -1,0 +1,288 @@
+"""The fused batch-norm kernels of batch_norm.cu, planned and launched from Python.
+
+`CudaBatchNorm` is what `CupyBackend.kernels["batch_norm"]` holds: the object the
+`fused_batch_norm` op calls on `cuda` tensors (`ArrayBatchNorm` is its CPU counterpart):
+
+    forward_train(x, gamma, beta, axis, eps, running_mean=None, running_var=None, factor=0.0)
+        -> (y, mean, var, rstd)      mean/var: biased batch statistics; the running buffers, when
+                                     given, are updated in place with the unbiased variance:
+                                     running = (1 - factor) * running + factor * batch
+    forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
+    backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
+        -> (dx, dgamma, dbeta)       None for each gradient not asked for
+
+x is float32, float16 or bfloat16 (statistics, parameters and gradients of parameters are
+float32, accumulation float32) or float64 (all float64). gamma/beta may be None. `axis` is the
+channel axis: 1 for NCHW, (N, C) and (N, C, L); the last for channels-last (N, H, W, C).
+
+The class only plans launches (grids, splits, vector widths) and passes arguments; `launch` does
+the launching. On the GPU that is a cupy.RawModule function call; the CPU test harness in
+tests/cuda_host passes a launcher that runs the same kernels, compiled by g++, on host threads, so
+every line here is exercised on machines without a GPU too.
+"""
+import math
+import pathlib
+
+import numpy
+
+SOURCE = pathlib.Path(__file__).with_name("batch_norm.cu")
+BLOCK = 256   # threads per block; batch_norm.cu is compiled with BN_BLOCK equal to this
+MAX_ELEMENTS = 2 ** 31 - 1   # the kernels index elements with 32-bit unsigned arithmetic
+
+# Storage dtype name -> (C++ type, accumulation dtype name).
+STORAGE = {
+    "float32": ("float", "float32"),
+    "float16": ("__half", "float32"),
+    "bfloat16": ("__nv_bfloat16", "float32"),
+    "float64": ("double", "float64"),
+}
+_ACC_CTYPE = {"float32": "float", "float64": "double"}
+_STORAGE_KERNELS = ("bn_stats_planar", "bn_stats_rows", "bn_apply", "bn_bwd_reduce_planar",
+                    "bn_bwd_reduce_rows", "bn_bwd_dx")
+_CHANNEL_KERNELS = ("bn_finalize_stats", "bn_infer_coeffs", "bn_bwd_finalize")
+_NULL = numpy.uint64(0)   # a null pointer argument
+
+
+def _vector_width(ctype):
+    return 16 // {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}[ctype]
+
+
+def kernel_names(ctype=None):
+    """The template instances to compile, as NVRTC name expressions ("bn_apply<float, 4>"), for
+    one storage C++ type or for all of them."""
+    ctypes = [ctype] if ctype else [c for c, _ in STORAGE.values()]
+    names = []
+    for c in ctypes:
+        for vec in (1, _vector_width(c)):
+            names += [f"{kernel}<{c}, {vec}>" for kernel in _STORAGE_KERNELS]
+        acc = _ACC_CTYPE[dict(STORAGE.values())[c]]
+        names += [f"{kernel}<{acc}>" for kernel in _CHANNEL_KERNELS
+                  if f"{kernel}<{acc}>" not in names]
+    return list(dict.fromkeys(names))
+
+
+def _address(array):
+    """Device (CuPy) or host (NumPy) address of an array's first element."""
+    pointer = getattr(array.data, "ptr", None)
+    return array.ctypes.data if pointer is None else pointer
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+class _Plan:
+    """How one call maps x onto the kernels: the (outer, C, inner) view, the element types and
+    the vector width (16 bytes per load where every array is aligned and runs divide evenly)."""
+
+    def __init__(self, op, storage, x, axis, arrays):
+        shape = x.shape
+        if not -len(shape) <= axis < len(shape):
+            raise ValueError(f"{op}: channel axis {axis} is out of range for an input of shape "
+                             f"{shape}")
+        axis %= len(shape)
+        if x.dtype.name not in storage:
+            raise TypeError(f"{op}: the CUDA kernel takes {', '.join(storage)} input, not "
+                            f"{x.dtype} (shape {shape})")
+        self.ctype, acc = storage[x.dtype.name]
+        self.acc = numpy.dtype(acc)
+        self.outer = math.prod(shape[:axis])
+        self.channels = shape[axis]
+        self.inner = math.prod(shape[axis + 1:])
+        self.count = self.outer * self.inner
+        self.total = x.size
+        if self.count == 0:
+            raise ValueError(f"{op}: the input of shape {shape} has no values per channel")
+        if self.total > MAX_ELEMENTS:
+            raise ValueError(f"{op}: the input of shape {shape} has {self.total} elements; the "
+                             f"CUDA kernel handles at most {MAX_ELEMENTS}")
+        width = _vector_width(self.ctype)
+        runs = self.inner if self.inner > 1 else self.channels
+        aligned = all(_address(a) % 16 == 0 for a in arrays)
+        self.vec = width if aligned and runs % width == 0 else 1
+        self.planar = self.inner > 1
+
+    def name(self, kernel):
+        return f"{kernel}<{self.ctype}, {self.vec}>"
+
+    def acc_name(self, kernel):
+        return f"{kernel}<{_ACC_CTYPE[self.acc.name]}>"
+
+    def scalar(self, value):
+        return self.acc.type(value)
+
+
+class CudaBatchNorm:
+    """Batch norm through the kernels of batch_norm.cu (see the module docstring).
+
+    launch(name, grid, block, args) runs the kernel instance `name`; `xp` allocates arrays
+    (cupy on the GPU). `target_blocks` is how many blocks a reduction aims for (a few per
+    multiprocessor): a channel's values are split over several blocks when there are fewer
+    channels than that, each block getting at least `min_work` loads per thread (0: no such
+    floor, so a small channel may leave blocks empty, which tests use).
+    """
+
+    storage = STORAGE
+
+    def __init__(self, xp, launch, target_blocks, block=BLOCK, min_work=4):
+        self.xp = xp
+        self._launch = launch
+        self.block = block
+        self.target_blocks = target_blocks
+        self.min_work = min_work
+
+    @classmethod
+    def for_cupy(cls, cupy):
+        """The kernels compiled by NVRTC for the current device (one module per input type,
+        compiled on first use and cached on disk by CuPy)."""
+        modules = {}
+
+        def launch(name, grid, block, args):
+            ctype = next(c for c, _ in STORAGE.values() if f"<{c}," in name or f"<{c}>" in name)
+            module = modules.get(ctype)
+            if module is None:
+                module = modules[ctype] = cupy.RawModule(
+                    code=SOURCE.read_text(), options=("-std=c++17", f"-DBN_BLOCK={BLOCK}"),
+                    name_expressions=kernel_names(ctype))
+            module.get_function(name)(grid, block, args)
+
+        device = cupy.cuda.Device()
+        multiprocessors = device.attributes["MultiProcessorCount"]
+        return cls(cupy, launch, target_blocks=4 * multiprocessors)
+
+    # ------------------------------------------------------------------ argument helpers
+    def _input(self, op, name, array, dtype, channels):
+        """A (C,) parameter or statistic as a contiguous array of the accumulation dtype."""
+        if array is None:
+            return None
+        if tuple(array.shape) != (channels,):
+            raise ValueError(f"{op}: {name} has shape {tuple(array.shape)}; expected "
+                             f"({channels},) for {channels} channels")
+        return self.xp.ascontiguousarray(array, dtype=dtype)
+
+    def _buffer(self, op, name, array, dtype, channels):
+        """A running buffer, updated in place: it must already be what the kernel writes."""
+        if array is None:
+            return None
+        if (tuple(array.shape) != (channels,) or array.dtype != dtype
+                or not array.flags.c_contiguous or not isinstance(array, self.xp.ndarray)):
+            raise TypeError(f"{op}: {name} must be a contiguous {dtype} array of shape "
+                            f"({channels},) on the same device (it is updated in place); got "
+                            f"{type(array).__name__} {array.dtype} {tuple(array.shape)}")
+        return array
+
+    def _run(self, name, grid, args):
+        self._launch(name, grid, (self.block,), args)
+
+    def _channel_grid(self, plan):
+        return (_ceil_div(plan.channels, self.block),)
+
+    def _elementwise_grid(self, plan):
+        packs = plan.total // plan.vec
+        return (max(1, min(_ceil_div(packs, self.block), 8 * self.target_blocks)),)
+
+    def _splits(self, channel_blocks, units, per_pass):
+        """Blocks per channel: enough to reach target_blocks, each with at least min_work
+        passes of `per_pass` units (packs or rows)."""
+        wanted = _ceil_div(self.target_blocks, channel_blocks)
+        affordable = _ceil_div(units, per_pass * self.min_work) if self.min_work else 65535
+        return max(1, min(wanted, affordable, 65535))
+
+    def _reduce(self, kernel, plan, arrays):
+        """Launch a per-channel reduction (statistics or backward sums); returns its partials
+        (the statistics' also hold each channel's shift after the S x C triples) and the number
+        of splits S."""
+        xp, c = self.xp, plan.channels
+        if plan.planar:
+            inner_packs, channel_packs = plan.inner // plan.vec, plan.count // plan.vec
+            splits = self._splits(c, channel_packs, self.block)
+            chunk = _ceil_div(channel_packs, splits)
+            grid, layout = (c, splits), (inner_packs, channel_packs, chunk)
+            name = plan.name(kernel + "_planar")
+        else:
+            row_packs = c // plan.vec
+            lanes = min(32, 1 << (row_packs - 1).bit_length())
+            blocks = _ceil_div(row_packs, lanes)
+            splits = self._splits(blocks, plan.outer, self.block // lanes)
+            chunk = _ceil_div(plan.outer, splits)
+            grid, layout = (blocks, splits), (plan.outer, lanes, chunk)
+            name = plan.name(kernel + "_rows")
+        size = (3 * splits + 1) * c if kernel == "bn_stats" else 2 * splits * c
+        partials = xp.empty(size, plan.acc)
+        self._run(name, grid, (*arrays, numpy.uint32(c), *map(numpy.uint32, layout), partials))
+        return partials, splits
+
+    # ------------------------------------------------------------------ the kernel contract
+    def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
+                      factor=0.0):
+        op, xp = "fused_batch_norm", self.xp
+        x = xp.ascontiguousarray(x)
+        y = xp.empty_like(x)
+        plan = _Plan(op, self.storage, x, axis, (x, y))
+        c, acc = plan.channels, plan.acc
+        gamma = self._input(op, "gamma", gamma, acc, c)
+        beta = self._input(op, "beta", beta, acc, c)
+        running_mean = self._buffer(op, "running_mean", running_mean, acc, c)
+        running_var = self._buffer(op, "running_var", running_var, acc, c)
+        partials, splits = self._reduce("bn_stats", plan, (x,))
+        stats = xp.empty((3, c), acc)
+        mean, var, rstd = stats
+        coef = xp.empty((2, c), acc)
+        self._run(plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
+            partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count),
+            plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef,
+            _or_null(running_mean), _or_null(running_var), plan.scalar(factor)))
+        self._apply(plan, x, y, coef)
+        return y, mean, var, rstd
+
+    def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
+        op, xp = "fused_batch_norm", self.xp
+        x = xp.ascontiguousarray(x)
+        y = xp.empty_like(x)
+        plan = _Plan(op, self.storage, x, axis, (x, y))
+        c, acc = plan.channels, plan.acc
+        params = [self._input(op, name, a, acc, c)
+                  for name, a in (("mean", mean), ("var", var), ("gamma", gamma), ("beta", beta))]
+        if params[0] is None or params[1] is None:
+            raise ValueError(f"{op}: the inference form needs both mean and var")
+        coef = xp.empty((2, c), acc)
+        self._run(plan.acc_name("bn_infer_coeffs"), self._channel_grid(plan), (
+            *map(_or_null, params), numpy.uint32(c), plan.scalar(eps), coef))
+        self._apply(plan, x, y, coef)
+        return y
+
+    def _apply(self, plan, x, y, coef):
+        self._run(plan.name("bn_apply"), self._elementwise_grid(plan), (
+            x, y, coef, numpy.uint32(plan.total // plan.vec), numpy.uint32(plan.inner),
+            numpy.uint32(plan.channels)))
+
+    def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
+        op, xp = "fused_batch_norm backward", self.xp
+        if not (need_dx or need_dgamma or need_dbeta):
+            return None, None, None
+        x = xp.ascontiguousarray(x)
+        g = xp.ascontiguousarray(g, dtype=x.dtype)
+        if g.shape != x.shape:
+            raise ValueError(f"{op}: the gradient has shape {g.shape}, the input {x.shape}")
+        dx = xp.empty_like(x) if need_dx else None
+        plan = _Plan(op, self.storage, x, axis, (x, g) if dx is None else (x, g, dx))
+        c, acc = plan.channels, plan.acc
+        mean = self._input(op, "mean", mean, acc, c)
+        rstd = self._input(op, "rstd", rstd, acc, c)
+        gamma = self._input(op, "gamma", gamma, acc, c)
+        partials, splits = self._reduce("bn_bwd_reduce", plan, (g, x, mean))
+        dgamma = xp.empty(c, acc) if need_dgamma else None
+        dbeta = xp.empty(c, acc) if need_dbeta else None
+        coef = xp.empty((3, c), acc) if need_dx else None
+        self._run(plan.acc_name("bn_bwd_finalize"), self._channel_grid(plan), (
+            partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count), rstd,
+            _or_null(gamma), _or_null(dgamma), _or_null(dbeta), _or_null(coef)))
+        if need_dx:
+            self._run(plan.name("bn_bwd_dx"), self._elementwise_grid(plan), (
+                g, x, dx, coef, mean, numpy.uint32(plan.total // plan.vec),
+                numpy.uint32(plan.inner), numpy.uint32(c)))
+        return dx, dgamma, dbeta
+
+
+def _or_null(array):
+    return _NULL if array is None else array
