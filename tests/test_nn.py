@@ -378,3 +378,10 @@ def test_init_functions_match_pytorchs_formulas():
     assert np.all(w.numpy() == 0.5)
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         nn.init.kaiming_uniform_(nn.Parameter(mg.zeros(3)))
+
+
+def test_conv2d_settings_are_checked_when_the_layer_is_built():
+    with pytest.raises(ValueError, match="Conv2d: stride"):
+        nn.Conv2d(1, 1, 3, stride=0)
+    with pytest.raises(ValueError, match="Conv2d: kernel_size"):
+        nn.Conv2d(1, 1, (3, 3, 3))

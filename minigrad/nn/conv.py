@@ -1,12 +1,8 @@
 """2-D convolution layer."""
+from ..ops.window import pair
 from . import functional as F
 from . import init
 from .module import Module
-
-
-def pair(value):
-    """(value, value) for an int, the value itself for a pair."""
-    return (value, value) if isinstance(value, int) else tuple(value)
 
 
 class Conv2d(Module):
@@ -18,7 +14,10 @@ class Conv2d(Module):
                  device=None, dtype=None):
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.padding = pair(kernel_size), pair(stride), pair(padding)
+        # Stored as pairs, as PyTorch does; a bad value is an error here rather than at forward.
+        self.kernel_size = pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = pair("Conv2d", "stride", stride, 1)
+        self.padding = pair("Conv2d", "padding", padding, 0)
         self.weight, self.bias = init.default_parameters(
             (out_channels, in_channels, *self.kernel_size), bias, device, dtype)
 
