@@ -185,6 +185,14 @@ def test_nothing_is_recorded_without_an_input_that_requires_grad():
     assert out.grad_fn is None and not out.requires_grad
 
 
+def test_integer_and_boolean_results_are_constants():
+    x = leaf([1.5, -2.5])
+    rounded = x.astype("int64")
+    assert not rounded.requires_grad and rounded.grad_fn is None
+    (rounded.astype("float64") * x).sum().backward()        # the int path carries no gradient
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, -2.0])
+
+
 def test_non_differentiable_outputs_do_not_require_grad_and_receive_none():
     received = []
 

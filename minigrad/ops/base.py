@@ -61,13 +61,18 @@ class Op:
             return Tensor._wrap(result, backend)
         outputs = result if type(result) is tuple else (result,)
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
-        constant = ctx.non_differentiable
-        wrapped = tuple(Tensor._wrap(out, backend) if any(out is c for c in constant)
-                        else Tensor._from_node(out, node, i) for i, out in enumerate(outputs))
+        wrapped = tuple(Tensor._from_node(out, node, i) if _differentiable(out, ctx)
+                        else Tensor._wrap(out, backend) for i, out in enumerate(outputs))
         tape = autograd._state.tape
         if tape is not None:
             tape.append(node, wrapped, attrs)
         return wrapped if type(result) is tuple else wrapped[0]
+
+
+def _differentiable(output, ctx):
+    """Whether an output gets a gradient: floating point (an integer or boolean result, such as a
+    cast to int64, is a constant) and not marked with ctx.mark_non_differentiable."""
+    return output.dtype.kind == "f" and not any(output is c for c in ctx.non_differentiable)
 
 
 def device_mismatch(name, tensors):
