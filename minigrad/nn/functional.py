@@ -5,6 +5,8 @@ import numpy
 
 from .. import ops
 from ..creation import generator
+# Primitives whose signature already is PyTorch's functional one are F's functions as they are.
+from ..ops import avg_pool2d, conv2d, cross_entropy, max_pool2d, relu, sigmoid, tanh  # noqa: F401
 from ..ops.batch_norm_kernel import update_running_stats
 from ..tensor import Tensor
 
@@ -13,33 +15,6 @@ def linear(input, weight, bias=None):
     """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0):
-    """2-D cross-correlation over NCHW input with an (out, in, kh, kw) weight."""
-    return ops.conv2d(input, weight, bias, stride=stride, padding=padding)
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0):
-    """Maximum over kernel_size windows of NCHW input (stride defaults to kernel_size)."""
-    return ops.max_pool2d(input, kernel_size, stride=stride, padding=padding)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0):
-    """Mean over kernel_size windows of NCHW input (stride defaults to kernel_size)."""
-    return ops.avg_pool2d(input, kernel_size, stride=stride, padding=padding)
-
-
-def relu(input):
-    return ops.relu(input)
-
-
-def tanh(input):
-    return ops.tanh(input)
-
-
-def sigmoid(input):
-    return ops.sigmoid(input)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -70,12 +45,6 @@ def dropout(input, p=0.5, training=True):
 def log_softmax(input, dim=-1):
     """log(softmax(input)) along `dim`, computed stably."""
     return ops.log_softmax(input, axis=dim)
-
-
-def cross_entropy(input, target, reduction="mean"):
-    """Cross-entropy between logits `input` (N, C) and integer class indices `target` (N,):
-    -log_softmax(input)[n, target[n]], averaged ("mean"), summed ("sum") or kept ("none")."""
-    return ops.cross_entropy(input, target, reduction=reduction)
 
 
 # ---------------------------------------------------------------------------------------------
