@@ -17,11 +17,13 @@ def _remember_shapes(ctx, op, a, b):
     ctx.shapes = a.shape, b.shape
 
 
-def _grads(ctx, grad_a, grad_b):
-    """Pair of input gradients, each computed only when that input needs one."""
+def _grads(ctx, grad_a, grad_b, first=0):
+    """Pair of input gradients, each computed only when that input needs one (a and b are
+    inputs `first` and `first + 1`)."""
     a_shape, b_shape = ctx.shapes
-    return (unbroadcast(grad_a(), a_shape) if ctx.needs_input_grad[0] else None,
-            unbroadcast(grad_b(), b_shape) if ctx.needs_input_grad[1] else None)
+    needs_a, needs_b = ctx.needs_input_grad[first:first + 2]
+    return (unbroadcast(grad_a(), a_shape) if needs_a else None,
+            unbroadcast(grad_b(), b_shape) if needs_b else None)
 
 
 class Add(Op):
@@ -227,7 +229,8 @@ class Where(Op):
 
     @staticmethod
     def backward(ctx, g):
-        da, db = _grads(ctx, lambda: where(ctx.condition, g, 0), lambda: where(ctx.condition, 0, g))
+        da, db = _grads(ctx, lambda: where(ctx.condition, g, 0),
+                        lambda: where(ctx.condition, 0, g), first=1)
         return None, da, db
 
 
