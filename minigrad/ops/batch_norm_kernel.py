@@ -122,26 +122,35 @@ class ArrayBatchNorm:
 
     def moments(self, x3):
         """Per-channel mean and biased variance of a (P, C, Q) array over P and Q, in the
-        accumulation dtype, with one read of x: each block is centred on its own mean while it
-        is in cache (the two-pass formula, block by block), and the blocks are combined exactly
-        (Chan, Golub and LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var = M2 / M."""
+        accumulation dtype, with one read of x from memory. Each block, while in cache, is
+        centred on its rough mean c = sum(x) / n and summed again (the corrected two-pass
+        formula: its mean is c + sum(x - c) / n and M2 = sum((x - c)^2) - sum(x - c)^2 / n, so
+        the rounding of c costs nothing); the blocks are then combined exactly (Chan, Golub and
+        LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var = M2 / M."""
         xp = self.xp
         acc = accumulation_dtype(xp, x3.dtype)
         step, blocks = self._blocks(x3)
         channels, per_row = x3.shape[1], x3.shape[2]
-        sums = xp.empty((len(blocks), channels), acc)
+        means = xp.empty((len(blocks), channels), acc)
         squares = xp.empty((len(blocks), channels), acc)
         counts = xp.empty((len(blocks), 1), acc)
+        rough = xp.empty(channels, acc)
+        drift = xp.empty(channels, acc)
         scratch = self._scratch((step,) + x3.shape[1:], acc)
         for i, (start, stop) in enumerate(blocks):
             block, centred = x3[start:stop], scratch[:stop - start]
-            counts[i] = (stop - start) * per_row
-            xp.einsum("pcq->c", block, out=sums[i], dtype=acc)
-            xp.subtract(block, (sums[i] / counts[i])[:, None], out=centred)
+            n = counts[i] = (stop - start) * per_row
+            xp.einsum("pcq->c", block, out=rough, dtype=acc)
+            rough /= n
+            xp.subtract(block, rough[:, None], out=centred)
+            xp.einsum("pcq->c", centred, out=drift)
             xp.einsum("pcq,pcq->c", centred, centred, out=squares[i])
+            drift /= n
+            squares[i] -= n * drift * drift
+            xp.add(rough, drift, out=means[i])
         count = x3.shape[0] * per_row
-        mean = sums.sum(axis=0) / acc.type(count)
-        spread = sums / counts - mean
+        mean = (counts * means).sum(axis=0) / acc.type(count)
+        spread = means - mean
         var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / acc.type(count)
         return mean, var
 

@@ -36,6 +36,13 @@ def _product(numbers):
     return result
 
 
+def _broadcasts_to(shape, target):
+    """True when an array of `shape` broadcasts to `target` without changing it."""
+    if len(shape) > len(target):
+        return False
+    return all(n in (1, m) for n, m in zip(shape[::-1], target[::-1]))
+
+
 def _grouped(xp, x, axes):
     """x as a (P, K, Q) array whose middle axis runs over the kept (not reduced) axes, and the
     function that takes a (P, K, Q) result back to x's layout. When the kept axes are adjacent
@@ -45,12 +52,13 @@ def _grouped(xp, x, axes):
     first, stop = (kept[0], kept[-1] + 1) if kept else (0, 0)
     if stop - first == len(kept):
         x3 = xp.ascontiguousarray(x).reshape(_product(x.shape[:first]),
-                                             _product(x.shape[first:stop]), -1)
+                                             _product(x.shape[first:stop]),
+                                             _product(x.shape[stop:]))
         return x3, lambda y3: y3.reshape(x.shape)
     order = list(axes) + kept
     moved = xp.ascontiguousarray(x.transpose(order))
     inverse = [order.index(i) for i in range(x.ndim)]
-    x3 = moved.reshape(-1, _product(moved.shape[len(axes):]), 1)
+    x3 = moved.reshape(_product(moved.shape[:len(axes)]), _product(moved.shape[len(axes):]), 1)
     return x3, lambda y3: y3.reshape(moved.shape).transpose(inverse)
 
 
@@ -82,7 +90,7 @@ class Normalize(Op):
     def _infer(ctx, x, mean, var):
         xp = ctx.xp
         for name, stat in (("mean", mean), ("var", var)):
-            if stat.ndim > x.ndim or xp.broadcast_shapes(stat.shape, x.shape) != x.shape:
+            if not _broadcasts_to(stat.shape, x.shape):
                 raise ValueError(
                     f"normalize: {name} of shape {stat.shape} must broadcast to the input's "
                     f"shape {x.shape} (keep the reduced dims, e.g. "

@@ -1,0 +1,364 @@
+"""The batch-norm primitives: normalize (training and inference forms), fused_batch_norm and
+composed_batch_norm. PyTorch is the oracle; gradients are checked by finite differences in
+float64, second derivatives too; fused must equal composed.
+
+Inputs are drawn from seeds other than 0: gradcheck projects outputs with weights drawn from
+default_rng(0), and an input equal to those weights can hide errors.
+"""
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad as mg
+from minigrad.ops.batch_norm_kernel import ArrayBatchNorm, update_running_stats
+
+RNG_SEED = 1234
+
+
+def rng(offset=0):
+    return np.random.default_rng(RNG_SEED + offset)
+
+
+def leaf(array, dtype=None):
+    return mg.tensor(array, dtype=dtype or array.dtype, requires_grad=True)
+
+
+def torch_reference(x, axes, eps=1e-5):
+    """(y, mean, var) in float64 from torch: the definition, not a copy of our formula."""
+    xt = torch.tensor(np.asarray(x, dtype=np.float64))
+    mean = xt.mean(dim=axes, keepdim=True)
+    var = xt.var(dim=axes, keepdim=True, unbiased=False)
+    return ((xt - mean) / torch.sqrt(var + eps)).numpy(), mean.numpy(), var.numpy()
+
+
+# ----------------------------------------------------------------------------------- normalize
+
+@pytest.mark.parametrize("shape, axes", [
+    ((6, 3), (0,)), ((4, 3, 5), (0, 2)), ((3, 4, 5, 6), (0, 2, 3)),   # batch norm
+    ((3, 4, 5, 6), (1, 2, 3)), ((3, 4, 5, 6), (3,)),                   # layer norm
+    ((3, 4, 5, 6), (2, 3)),                                            # instance norm
+    ((3, 4, 5, 6), (1,)), ((3, 4, 5, 6), (1, 3)), ((3, 4, 5), None),   # kept axes apart, all
+])
+def test_normalize_training_form_matches_torch(shape, axes):
+    x = rng().normal(3.0, 2.0, shape).astype(np.float32)
+    g = rng(1).standard_normal(shape).astype(np.float32)
+    torch_axes = tuple(range(len(shape))) if axes is None else axes
+    xm = leaf(x)
+    y, mean, var = mg.ops.normalize(xm, axes)
+    xt = torch.tensor(x, requires_grad=True)
+    mt = xt.mean(dim=torch_axes, keepdim=True)
+    vt = xt.var(dim=torch_axes, keepdim=True, unbiased=False)
+    yt = (xt - mt) / torch.sqrt(vt + 1e-5)
+    yt.backward(torch.tensor(g))
+    y.backward(mg.tensor(g))
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(mean.numpy(), mt.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), vt.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert mean.shape == var.shape == tuple(mt.shape)   # kept dims
+    assert not mean.requires_grad and not var.requires_grad
+    assert y.dtype == np.float32 and xm.grad.dtype == np.float32
+
+
+def test_normalize_inference_form_matches_torch_with_gradients_for_all_three():
+    x = rng().standard_normal((4, 3, 5)).astype(np.float32)
+    m = rng(2).standard_normal((1, 3, 1)).astype(np.float32)
+    v = rng(3).uniform(0.5, 2.0, (1, 3, 1)).astype(np.float32)
+    g = rng(1).standard_normal(x.shape).astype(np.float32)
+    xm, mm, vm = leaf(x), leaf(m), leaf(v)
+    y, mean_out, var_out = mg.ops.normalize(xm, (0, 2), mean=mm, var=vm)
+    y.backward(mg.tensor(g))
+    xt, mt, vt = (torch.tensor(a, requires_grad=True) for a in (x, m, v))
+    ((xt - mt) / torch.sqrt(vt + 1e-5)).backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ((xt - mt) / torch.sqrt(vt + 1e-5)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    for ours, theirs in ((xm, xt), (mm, mt), (vm, vt)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(mean_out.numpy(), m)
+    assert not mean_out.requires_grad and not var_out.requires_grad
+
+
+@pytest.mark.parametrize("axes", [(0, 2), (2,), (1,)])
+def test_normalize_gradcheck_and_second_derivatives(axes):
+    x = leaf(rng(4).normal(1.0, 2.0, (3, 2, 4)), "float64")
+    assert mg.gradcheck(lambda t: mg.ops.normalize(t, axes)[0], [x])
+    assert mg.gradgradcheck(lambda t: mg.ops.normalize(t, axes)[0], [x])
+
+
+def test_normalize_inference_gradcheck_and_second_derivatives():
+    x = leaf(rng(5).standard_normal((3, 2, 4)), "float64")
+    m = leaf(rng(6).standard_normal((1, 2, 1)), "float64")
+    v = leaf(rng(7).uniform(0.5, 2.0, (1, 2, 1)), "float64")
+
+    def f(a, b, c):
+        return mg.ops.normalize(a, (0, 2), mean=b, var=c)[0]
+
+    assert mg.gradcheck(f, [x, m, v])
+    assert mg.gradgradcheck(f, [x, m, v])
+
+
+def test_normalize_second_derivative_matches_torch():
+    """d/dx <v, d/dx <r, y>>: catches a backward whose rstd does not move with x."""
+    x0 = rng(8).normal(0.5, 1.5, (4, 3, 2))
+    r0, v0 = rng(9).standard_normal(x0.shape), rng(10).standard_normal(x0.shape)
+    x = leaf(x0, "float64")
+    (dx,) = mg.grad(mg.ops.normalize(x, (0, 2))[0], [x], mg.tensor(r0), create_graph=True)
+    (ddx,) = mg.grad(dx, [x], mg.tensor(v0))
+    xt = torch.tensor(x0, requires_grad=True)
+    yt = (xt - xt.mean((0, 2), keepdim=True)) / torch.sqrt(
+        xt.var((0, 2), keepdim=True, unbiased=False) + 1e-5)
+    (dxt,) = torch.autograd.grad(yt, xt, torch.tensor(r0), create_graph=True)
+    (ddxt,) = torch.autograd.grad(dxt, xt, torch.tensor(v0))
+    np.testing.assert_allclose(ddx.numpy(), ddxt.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_large_mean_small_spread_keeps_its_digits():
+    """float32 data with mean 1e4 and std 0.1: E[x^2] - E[x]^2 in float32 loses every digit of
+    the variance; the centred sums keep them."""
+    x = rng(11).normal(1e4, 0.1, (64, 3, 8, 8)).astype(np.float32)
+    axes = (0, 2, 3)
+    y_ref, mean_ref, var_ref = torch_reference(x, list(axes))
+    naive = (x * x).mean(axis=axes, keepdims=True) - x.mean(axis=axes, keepdims=True) ** 2
+    assert np.abs(naive / var_ref - 1).max() > 0.1   # the trap is real
+    y, mean, var = mg.ops.normalize(mg.tensor(x), axes)
+    np.testing.assert_allclose(var.numpy(), var_ref, rtol=1e-4)
+    np.testing.assert_allclose(mean.numpy(), mean_ref, rtol=1e-7)
+    # y's error is bounded by rounding the mean to float32 (half an ulp of 1e4, times rstd).
+    np.testing.assert_allclose(y.numpy(), y_ref, atol=5e-3)
+    _, mean_f, var_f = mg.ops.fused_batch_norm(mg.tensor(x))
+    np.testing.assert_allclose(var_f.numpy(), var_ref.reshape(-1), rtol=1e-4)
+    np.testing.assert_allclose(mean_f.numpy(), mean_ref.reshape(-1), rtol=1e-7)
+
+
+def test_float16_input_accumulates_in_float32():
+    x = rng(12).normal(2.0, 0.5, (32, 4, 6, 6)).astype(np.float16)
+    y_ref, mean_ref, var_ref = torch_reference(x, [0, 2, 3])
+    y, mean, var = mg.ops.normalize(mg.tensor(x), (0, 2, 3))
+    assert y.dtype == np.float16 and mean.dtype == var.dtype == np.float32
+    np.testing.assert_allclose(var.numpy(), var_ref, rtol=1e-5)
+    np.testing.assert_allclose(y.numpy(), y_ref, atol=1e-2)
+    yf, mean_f, var_f = mg.ops.fused_batch_norm(mg.tensor(x))
+    assert yf.dtype == np.float16 and mean_f.dtype == np.float32
+    np.testing.assert_array_equal(var_f.numpy(), var.numpy().reshape(-1))
+    np.testing.assert_allclose(yf.numpy(), y_ref, atol=1e-2)
+
+
+def test_normalize_errors_name_the_problem():
+    x = mg.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="both mean and var"):
+        mg.ops.normalize(x, (0,), mean=mg.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"mean of shape \(4,\) must broadcast"):
+        mg.ops.normalize(x, (0,), mean=mg.zeros(4), var=mg.ones(4))
+    with pytest.raises(TypeError, match="floating"):
+        mg.ops.normalize(mg.tensor(np.ones((2, 3), np.int64)), (0,))
+    with pytest.raises(ValueError, match="out of range"):
+        mg.ops.normalize(x, (2,))
+    with pytest.raises(ValueError, match="no values"):
+        mg.ops.normalize(mg.zeros(0, 3), (0,))
+
+
+# --------------------------------------------------------------------- fused and composed
+
+PARAM_SETS = {"affine": (True, True), "scale": (True, False), "center": (False, True),
+              "none": (False, False)}
+
+
+def _batch_norm_inputs(shape, axis, which, seed=0, dtype=np.float32):
+    channels = shape[axis]
+    x = rng(20 + seed).normal(0.7, 1.8, shape).astype(dtype)
+    g = rng(30 + seed).standard_normal(shape).astype(dtype)
+    use_gamma, use_beta = PARAM_SETS[which]
+    gamma = rng(40 + seed).uniform(0.5, 2.0, channels).astype(dtype) if use_gamma else None
+    beta = rng(50 + seed).standard_normal(channels).astype(dtype) if use_beta else None
+    return x, g, gamma, beta
+
+
+def _run(fn, x, g, gamma, beta, axis, **stats):
+    leaves = [leaf(a) if a is not None else None for a in (x, gamma, beta)]
+    y, mean, var = fn(leaves[0], leaves[1], leaves[2], axis=axis, **stats)
+    y.backward(mg.tensor(g))
+    return y, mean, var, [t.grad if t is not None else None for t in leaves]
+
+
+def _torch_batch_norm(x, g, gamma, beta, axis, mean=None, var=None):
+    """torch's batch norm (channel axis moved to 1), with its gradients."""
+    move = (lambda a: np.moveaxis(a, axis, 1)) if axis != 1 else (lambda a: a)
+    xt = torch.tensor(move(x), requires_grad=True)
+    params = [torch.tensor(p, requires_grad=True) if p is not None else None
+              for p in (gamma, beta)]
+    stats = [torch.tensor(s) if s is not None else None for s in (mean, var)]
+    yt = torch.nn.functional.batch_norm(xt, stats[0], stats[1], params[0], params[1],
+                                        training=mean is None, eps=1e-5)
+    yt.backward(torch.tensor(move(g)))
+    back = (lambda a: np.moveaxis(a, 1, axis)) if axis != 1 else (lambda a: a)
+    return back(yt.detach().numpy()), back(xt.grad.numpy()), [
+        p.grad.numpy() if p is not None else None for p in params]
+
+
+@pytest.mark.parametrize("which", list(PARAM_SETS))
+@pytest.mark.parametrize("shape, axis", [((8, 3), 1), ((4, 3, 5), 1), ((4, 3, 5, 6), 1),
+                                         ((4, 5, 6, 3), -1), ((2, 5, 3, 4), 2)])
+@pytest.mark.parametrize("form", ["train", "infer"])
+def test_fused_and_composed_equal_torch_and_each_other(which, shape, axis, form):
+    x, g, gamma, beta = _batch_norm_inputs(shape, axis, which)
+    stats = {}
+    if form == "infer":
+        channels = shape[axis]
+        stats = {"mean": rng(60).standard_normal(channels).astype(np.float32),
+                 "var": rng(61).uniform(0.5, 2.0, channels).astype(np.float32)}
+    y_t, dx_t, dparams_t = _torch_batch_norm(x, g, gamma, beta, axis, stats.get("mean"),
+                                             stats.get("var"))
+    results = {}
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        y, mean, var, grads = _run(fn, x, g, gamma, beta, axis, **stats)
+        np.testing.assert_allclose(y.numpy(), y_t, rtol=1e-5, atol=3e-6)
+        np.testing.assert_allclose(grads[0].numpy(), dx_t, rtol=1e-4, atol=2e-5)
+        for ours, theirs in zip(grads[1:], dparams_t):
+            assert (ours is None) == (theirs is None)
+            if ours is not None:
+                np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-4)
+        assert mean.shape == var.shape == (shape[axis],) and not mean.requires_grad
+        results[fn.__name__] = (y.numpy(), mean.numpy(), var.numpy(),
+                                [t.numpy() for t in grads if t is not None])
+    fused, composed = results["fused_batch_norm"], results["composed_batch_norm"]
+    np.testing.assert_allclose(fused[0], composed[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(fused[1], composed[1])   # statistics: the same code
+    np.testing.assert_array_equal(fused[2], composed[2])
+    for a, b in zip(fused[3], composed[3]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("which", list(PARAM_SETS))
+@pytest.mark.parametrize("axis", [1, -1])
+def test_fused_gradcheck_and_second_derivatives(which, axis):
+    x, _, gamma, beta = _batch_norm_inputs((3, 2, 4), axis, which, dtype=np.float64)
+    inputs = [leaf(a) for a in (x, gamma, beta) if a is not None]
+    use_gamma, use_beta = PARAM_SETS[which]
+
+    def f(*tensors):
+        it = iter(tensors)
+        t = next(it)
+        ga = next(it) if use_gamma else None
+        be = next(it) if use_beta else None
+        return mg.ops.fused_batch_norm(t, ga, be, axis=axis)[0]
+
+    assert mg.gradcheck(f, inputs)
+    assert mg.gradgradcheck(f, inputs)
+
+
+def test_fused_inference_gradcheck_for_every_input():
+    r = rng(70)
+    x, ga, be = (leaf(a) for a in (r.standard_normal((3, 2, 4)), r.uniform(0.5, 2, 2),
+                                   r.standard_normal(2)))
+    m, v = leaf(r.standard_normal(2)), leaf(r.uniform(0.5, 2, 2))
+
+    def f(*t):
+        return mg.ops.fused_batch_norm(t[0], t[1], t[2], mean=t[3], var=t[4])[0]
+
+    assert mg.gradcheck(f, [x, ga, be, m, v])
+    assert mg.gradgradcheck(f, [x, ga, be, m, v])
+
+
+def test_fused_is_one_tape_node_and_composed_is_normalize_mul_add():
+    x, _, gamma, beta = _batch_norm_inputs((4, 3, 5), 1, "affine")
+    with mg.autograd.record() as tape:
+        mg.ops.fused_batch_norm(leaf(x), leaf(gamma), leaf(beta))
+    assert [node.name for node in tape] == ["fused_batch_norm"]
+    with mg.autograd.record() as tape:
+        mg.ops.composed_batch_norm(leaf(x), leaf(gamma), leaf(beta))
+    names = [node.name for node in tape]
+    assert names[0] == "normalize" and "mul" in names and names[-1] == "add"
+
+
+def test_fused_backward_computes_only_what_is_needed(monkeypatch):
+    calls = []
+    original = ArrayBatchNorm.backward
+
+    def spy(self, *args):
+        calls.append(args[-3:])
+        return original(self, *args)
+
+    monkeypatch.setattr(ArrayBatchNorm, "backward", spy)
+    x, g, gamma, beta = _batch_norm_inputs((4, 3, 5), 1, "affine")
+    xt = mg.tensor(x)                      # the input needs no gradient
+    ga = leaf(gamma)
+    be = mg.tensor(beta)                   # nor does beta
+    y = mg.ops.fused_batch_norm(xt, ga, be)[0]
+    y.backward(mg.tensor(g))
+    assert calls == [(False, True, False)]
+    assert ga.grad is not None and xt.grad is None and be.grad is None
+    ker = ArrayBatchNorm(np)
+    mean = x.mean(axis=(0, 2))
+    rstd = 1 / np.sqrt(x.var(axis=(0, 2)) + 1e-5)
+    assert original(ker, g, x, mean, rstd, gamma, 1, False, False, True)[:2] == (None, None)
+
+
+def test_fused_double_backward_equals_composed():
+    x0, g0, gamma, beta = _batch_norm_inputs((4, 3, 5), 1, "affine", dtype=np.float64)
+    v0 = rng(80).standard_normal(x0.shape)
+    results = []
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        x, ga, be = leaf(x0), leaf(gamma), leaf(beta)
+        y = fn(x, ga, be)[0]
+        dx, dga = mg.grad(y, [x, ga], mg.tensor(g0), create_graph=True)
+        second = mg.grad((dx * mg.tensor(v0)).sum() + dga.sum(), [x, ga, be], allow_unused=True)
+        results.append([None if s is None else s.numpy() for s in second])
+    for a, b in zip(*results):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_kernel_contract_running_update_matches_the_shared_rule():
+    x, _, gamma, beta = _batch_norm_inputs((6, 3, 4), 1, "affine")
+    ker = ArrayBatchNorm(np)
+    running_mean, running_var = np.full(3, 0.5, np.float32), np.full(3, 2.0, np.float32)
+    y, mean, var, rstd = ker.forward_train(x, gamma, beta, 1, 1e-5, running_mean, running_var,
+                                           0.25)
+    count = 6 * 4
+    expect_mean = 0.75 * 0.5 + 0.25 * x.mean(axis=(0, 2))
+    expect_var = 0.75 * 2.0 + 0.25 * x.var(axis=(0, 2), ddof=1)
+    np.testing.assert_allclose(running_mean, expect_mean, rtol=1e-6)
+    np.testing.assert_allclose(running_var, expect_var, rtol=1e-5)
+    m2, v2 = np.full(3, 0.5, np.float32), np.full(3, 2.0, np.float32)
+    update_running_stats(m2, v2, mean, var, count, 0.25)
+    np.testing.assert_array_equal(m2, running_mean)
+    np.testing.assert_array_equal(v2, running_var)
+    np.testing.assert_allclose(rstd, 1 / np.sqrt(x.var(axis=(0, 2)) + 1e-5), rtol=1e-5)
+
+
+@pytest.mark.parametrize("block", [1, 7, 100, None])
+def test_block_size_changes_nothing_but_rounding(block):
+    """The block loops (one block or many, a short last block) give the whole-array result."""
+    x, g, gamma, beta = _batch_norm_inputs((9, 3, 4, 5), 1, "affine")
+    whole = ArrayBatchNorm(np, None)
+    blocked = ArrayBatchNorm(np, block)
+    out_w = whole.forward_train(x, gamma, beta, 1, 1e-5)
+    out_b = blocked.forward_train(x, gamma, beta, 1, 1e-5)
+    for a, b in zip(out_w, out_b):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
+    back_w = whole.backward(g, x, out_w[1], out_w[3], gamma, 1, True, True, True)
+    back_b = blocked.backward(g, x, out_w[1], out_w[3], gamma, 1, True, True, True)
+    for a, b in zip(back_w, back_b):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_errors_name_the_problem():
+    x = mg.tensor(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"gamma has shape \(4,\).*expected \(3,\)"):
+        mg.ops.fused_batch_norm(x, mg.ones(4))
+    with pytest.raises(ValueError, match="channel axis 3 is out of range"):
+        mg.ops.fused_batch_norm(x, axis=3)
+    with pytest.raises(ValueError, match="both mean and var"):
+        mg.ops.fused_batch_norm(x, mean=mg.zeros(3))
+    with pytest.raises(TypeError, match="floating"):
+        mg.ops.fused_batch_norm(mg.tensor(np.ones((2, 3), np.int32)))
+    with pytest.raises(ValueError, match="composed_batch_norm: beta has shape"):
+        mg.ops.composed_batch_norm(x, None, mg.zeros(2))
+
+
+def test_module_exports():
+    assert mg.ops.normalize is sys.modules["minigrad.ops.normalize"].normalize
+    assert callable(mg.ops.fused_batch_norm) and callable(mg.ops.composed_batch_norm)
