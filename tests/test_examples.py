@@ -1,0 +1,139 @@
+"""The teaching examples run (on small data) and print what they promise.
+
+Each example runs as a subprocess, the way a reader runs it, from a scratch folder; the checks
+read its output and recompute the key numbers independently (PyTorch or NumPy as the oracle).
+"""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad as mg
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def run_example(name, *args, cwd):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def numbers(text):
+    return [float(v) for v in re.findall(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?|inf", text)]
+
+
+def bracketed(line):
+    """The numbers inside the [...] of a printed line."""
+    return numbers(line[line.index("["):line.rindex("]") + 1])
+
+
+def line_with(output, prefix):
+    return next(line for line in output.splitlines() if line.strip().startswith(prefix))
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_op.py / docs/new-op.md
+
+
+def test_custom_op(tmp_path):
+    out = run_example("custom_op.py", cwd=tmp_path)
+    x = bracketed(line_with(out, "x "))
+    assert x == [-100.0, -1.0, 0.0, 1.0, 100.0]
+    expected = torch.nn.functional.softplus(torch.tensor(x, dtype=torch.float64)).numpy()
+    # (softplus(-100) = 3.7e-44 is a float32 subnormal: only its absolute error is small)
+    np.testing.assert_allclose(bracketed(line_with(out, "softplus(x)")), expected, rtol=1e-6,
+                               atol=1e-40)
+    np.testing.assert_allclose(bracketed(line_with(out, "d softplus")),
+                               torch.sigmoid(torch.tensor(x)).numpy(), atol=1e-6)
+    assert bracketed(line_with(out, "naive"))[-1] == float("inf")    # the overflow it avoids
+    assert line_with(out, "gradcheck").split() == ["gradcheck", "True"]
+    assert line_with(out, "gradgradcheck").split() == ["gradgradcheck", "True"]
+
+
+def test_custom_op_gradcheck_catches_a_wrong_backward():
+    """The check the example relies on can fail: a wrong derivative does not pass."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import custom_op
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+    class Wrong(custom_op.Softplus):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved
+            return g * mg.ops.sigmoid(-x)
+
+    x = mg.randn(5, dtype="float64", requires_grad=True)
+    assert mg.gradcheck(custom_op.softplus, x)
+    assert not mg.gradcheck(Wrong.apply, x, raise_exception=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# tape_tour.py / docs/tour.md
+
+
+def test_tape_tour(tmp_path):
+    out = run_example("tape_tour.py", "--out", "graph.svg", cwd=tmp_path)
+    tape = out.split("recorded:\n")[1].split("\n\n")[0].splitlines()
+    ops = [re.search(r"= (\w+)\(", line).group(1) for line in tape if "input" not in line]
+    assert ops == ["matmul", "normalize", "mul", "add", "sub", "pow", "mean"]
+    order = re.findall(r"(\w+)#(\d+)", line_with(out, "mean#"))
+    assert [name for name, _ in order] == ops[::-1]
+    assert [int(s) for _, s in order] == sorted((int(s) for _, s in order), reverse=True)
+
+    # the same computation in PyTorch
+    mg.manual_seed(0)
+    x, w = mg.randn(4, 3).numpy(), mg.randn(3, 2).numpy()
+    target = mg.randn(4, 2).numpy()       # drawn in the example's order
+    tw = torch.tensor(w, requires_grad=True)
+    h = torch.tensor(x) @ tw
+    y = torch.nn.functional.batch_norm(h, None, None, training=True, eps=1e-5)
+    loss = ((y - torch.tensor(target)) ** 2).mean()
+    loss.backward()
+    assert numbers(line_with(out, "loss ="))[0] == pytest.approx(loss.item(), rel=1e-5)
+    printed_w = numbers(out.split("d loss / d w:")[1].split("d loss / d gamma")[0])
+    np.testing.assert_allclose(printed_w, tw.grad.numpy().ravel(), rtol=1e-4, atol=1e-6)
+
+    written = pathlib.Path(line_with(out, "graph written to").split("graph written to ")[1])
+    written = written if written.is_absolute() else tmp_path / written
+    assert written.exists() and written.suffix in (".svg", ".dot")
+    if written.suffix == ".dot":
+        assert "normalize" in written.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# normalize_only.py
+
+
+def test_normalize_only(tmp_path):
+    out = run_example("normalize_only.py", cwd=tmp_path)
+    tape = out.split("tape:")[1].split("per-channel")[0]
+    assert tape.count(" = ") == 2 and "normalize(%0, axes=(0, 2, 3)" in tape  # input + 1 op
+    np.testing.assert_allclose(numbers(line_with(out, "per-channel mean")), 0, atol=1e-5)
+    np.testing.assert_allclose(numbers(line_with(out, "per-channel var")), 1, atol=1e-3)
+    assert "statistics require grad: False False" in out
+    assert line_with(out, "gradients allocated:").split(":")[1].split("--")[0].strip() == \
+        "x (3200 B)"
+
+    rows = [line.split() for line in out.split("gradients allocated (fused)\n")[1].splitlines()]
+    assert len(rows) == 4
+    for row in rows:
+        gamma, beta, composed, fused, dy, dgrad = row[:6]
+        allocated = " ".join(row[6:])
+        assert int(fused) == 1                                       # one op, one node
+        # normalize, then (reshape + mul) for gamma, (reshape + add) for beta
+        assert int(composed) == 1 + 2 * (gamma == "yes") + 2 * (beta == "yes")
+        assert float(dy) < 1e-5 and float(dgrad) < 1e-5             # same numbers
+        assert ("gamma" in allocated) == (gamma == "yes")            # no dummy buffers
+        assert ("beta" in allocated) == (beta == "yes")
