@@ -23,7 +23,7 @@ class MatMul(Op):
         a, b = ctx.saved
         a2 = a if a.ndim > 1 else a.reshape((1, a.shape[0]))
         b2 = b if b.ndim > 1 else b.reshape((b.shape[0], 1))
-        g2 = g.reshape(g.shape[:-1] + (1,) if b.ndim == 1 else g.shape)
+        g2 = g.reshape(g.shape + (1,) if b.ndim == 1 else g.shape)   # b a column: g gains its axis
         g2 = g2.reshape(g2.shape[:-1] + (1, g2.shape[-1])) if a.ndim == 1 else g2
         da = db = None
         if ctx.needs_input_grad[0]:
