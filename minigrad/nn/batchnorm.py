@@ -141,18 +141,33 @@ class _BatchNorm(Module):
 
 
 class BatchNorm1d(_BatchNorm):
-    """Batch norm over (N, C) or (N, C, L) input; see the module docstring."""
+    """Batch norm over (N, C) or (N, C, L) input, per channel (axis 1):
+    y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
+    updates the buffers with the unbiased batch variance,
+        running = (1 - momentum) * running + momentum * batch
+    (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
+    average); evaluation uses the running statistics. See the module docstring for the rest."""
 
     _dims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch norm over (N, C, H, W) input; see the module docstring."""
+    """Batch norm over (N, C, H, W) input, per channel (axis 1):
+    y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
+    updates the buffers with the unbiased batch variance,
+        running = (1 - momentum) * running + momentum * batch
+    (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
+    average); evaluation uses the running statistics. See the module docstring for the rest."""
 
     _dims = (4,)
 
 
 class BatchNorm3d(_BatchNorm):
-    """Batch norm over (N, C, D, H, W) input; see the module docstring."""
+    """Batch norm over (N, C, D, H, W) input, per channel (axis 1):
+    y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
+    updates the buffers with the unbiased batch variance,
+        running = (1 - momentum) * running + momentum * batch
+    (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
+    average); evaluation uses the running statistics. See the module docstring for the rest."""
 
     _dims = (5,)
