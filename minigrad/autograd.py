@@ -131,11 +131,11 @@ class Node:
         self.ctx = ctx
         self.inputs = inputs
         self.seq = next(_sequence)
-        self.output_shapes = tuple(out.shape for out in outputs)
+        self.output_shapes = tuple([out.shape for out in outputs])
         # Remember where each saved array came from, so backward can hand out graph-connected
         # tensors. Outputs are stored as arrays (not tensors) so no reference cycle is formed.
-        self._saved_sources = tuple(
-            _source_of(array, input_arrays, outputs) for array in ctx.saved_arrays)
+        self._saved_sources = tuple([
+            _source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
         ctx.saved_arrays = ()
 
     @property
@@ -149,11 +149,11 @@ class Node:
     def apply_backward(self, grad_outputs):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back."""
         ctx = self.ctx
-        ctx.saved = tuple(
+        ctx.saved = tuple([
             self.inputs[where] if kind == "input"
             else Tensor._from_node(where, self, index) if kind == "output"
             else Tensor._wrap(where, ctx.backend)
-            for kind, where, index in self._saved_sources)
+            for kind, where, index in self._saved_sources])
         try:
             grads = self.op.backward(ctx, *grad_outputs)
         finally:

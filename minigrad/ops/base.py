@@ -36,7 +36,8 @@ class Op:
         """Run the op on tensors: unwrap, forward, wrap, and record a Node when grad is wanted.
 
         Numbers and arrays among the inputs become constant tensors next to the first tensor.
-        This runs for every op, so it is written as plain loops without extra calls.
+        Outputs that are not floating point, or that forward marked non-differentiable, are
+        constants. This runs for every op, so it is written as plain loops without extra calls.
         """
         for x in inputs:
             if not isinstance(x, Tensor):
