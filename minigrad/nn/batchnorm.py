@@ -91,8 +91,16 @@ class _BatchNorm(Module):
                              f"with {self.num_features} channels on axis 1, got shape "
                              f"{input.shape}")
 
-    def _factor(self):
-        """This batch's weight in the running averages (the batch counter already advanced)."""
+    # Set to 0 by recompute_batchnorm_stats: the running statistics then become the average of
+    # the batches' statistics weighted by their value counts (None: the layer's own rule).
+    _population_count = None
+
+    def _factor(self, count):
+        """This batch's weight in the running averages (the batch counter already advanced);
+        `count` is the number of values behind each of its statistics."""
+        if self._population_count is not None:
+            self._population_count += count
+            return count / self._population_count
         if self.momentum is None:
             return 1.0 / int(self.num_batches_tracked.item())
         return self.momentum
@@ -108,13 +116,14 @@ class _BatchNorm(Module):
     def forward(self, input):
         self._check_input(input)
         if self.training or not self.track_running_stats:   # batch statistics: check count
-            F._values_per_statistic(f"{type(self).__name__}({self.num_features})", input,
-                                    math.prod(self._stat_shape()), self._stat_unit)
+            count = F._values_per_statistic(f"{type(self).__name__}({self.num_features})",
+                                            input, math.prod(self._stat_shape()),
+                                            self._stat_unit)
         if not (self.training and self.track_running_stats):
             return self._normalize(input, 0.0)
         self.num_batches_tracked.data[...] += 1
         try:
-            return self._normalize(input, self._factor())
+            return self._normalize(input, self._factor(count))
         except Exception:
             self.num_batches_tracked.data[...] -= 1   # the batch was not used
             raise
