@@ -35,3 +35,11 @@ class Backend:
 
     def __repr__(self):
         return f"<minigrad backend {self.name} on {self.device}>"
+
+    # One backend per device: copies of tensors (copy.deepcopy(model)) share it, so ops can
+    # still tell that their inputs live on the same device.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
