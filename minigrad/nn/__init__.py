@@ -1,5 +1,5 @@
 """Neural-network building blocks: `Module`, `Parameter`, layers, `init` and `functional` (F)."""
-from . import functional, init, utils
+from . import caffe, functional, init, utils
 from .activation import LogSoftmax, ReLU, Sigmoid, Tanh
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import Sequential
