@@ -1,0 +1,192 @@
+"""LeNet-5 + BatchNorm training step: minigrad against PyTorch (CPU), in one process.
+
+    python benchmarks/bench_lenet.py                 # 200 timed steps each, chunks of 20
+    python benchmarks/bench_lenet.py --steps 400 --bn composed
+
+Both frameworks train the same network (examples/mnist_lenet_bn.py, starting from the same
+weights) with SGD + Nesterov momentum and weight decay on the same float32 batches of 64. A step
+is forward, cross-entropy, zero_grad, backward and the optimizer step. After a warm-up the steps
+run in alternating chunks (minigrad, PyTorch, minigrad, ...), so a change in machine load hits
+both alike; the report gives each framework's median step time and their ratio, per-chunk ratio
+spread, the thread counts, the malloc settings and the peak memory.
+
+The malloc settings are those of the example (`tune_malloc`): glibc's mmap and trim thresholds
+raised so NumPy's large temporaries are reused instead of mapped and zeroed afresh each step.
+--no-malloc-tuning leaves glibc's defaults; environment variables MALLOC_MMAP_THRESHOLD_ /
+MALLOC_TRIM_THRESHOLD_ set by the caller always win (the report says which was in force).
+"""
+import argparse
+import ctypes
+import glob
+import os
+import pathlib
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+
+import minigrad as mg  # noqa: E402
+from mnist_lenet_bn import lenet5, tune_malloc  # noqa: E402
+
+
+def torch_lenet5(torch, bn):
+    """The same network in PyTorch (names and layouts match, so state dicts are exchangeable)."""
+    nn = torch.nn
+    with_bn = bn != "none"
+
+    def norm(layer, features):
+        return layer(features) if with_bn else nn.Identity()
+
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2, bias=not with_bn), norm(nn.BatchNorm2d, 6), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5, bias=not with_bn), norm(nn.BatchNorm2d, 16), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 120, bias=not with_bn), norm(nn.BatchNorm1d, 120), nn.ReLU(),
+        nn.Linear(120, 84, bias=not with_bn), norm(nn.BatchNorm1d, 84), nn.ReLU(),
+        nn.Linear(84, 10),
+    )
+
+
+def openblas_threads():
+    """NumPy's OpenBLAS thread count, or None when it cannot be asked."""
+    import numpy
+    folder = pathlib.Path(numpy.__file__).parent.parent / "numpy.libs"
+    for path in glob.glob(str(folder / "libscipy_openblas*.so")):
+        library = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
+            if hasattr(library, name):
+                return getattr(library, name)()
+    return None
+
+
+def minigrad_stepper(model, batches, lr=0.05):
+    params = dict(model.named_parameters())
+    optimizer = mg.optim.SGD(
+        [{"params": [p for p in params.values() if p.ndim > 1], "weight_decay": 5e-4},
+         {"params": [p for p in params.values() if p.ndim == 1], "weight_decay": 0.0}],
+        lr=lr, momentum=0.9, nesterov=True)
+    data = [(mg.tensor(x), mg.tensor(y)) for x, y in batches]
+    model.train()
+
+    def step(i):
+        images, labels = data[i % len(data)]
+        loss = mg.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def torch_stepper(torch, model, batches, lr=0.05):
+    params = dict(model.named_parameters())
+    optimizer = torch.optim.SGD(
+        [{"params": [p for p in params.values() if p.ndim > 1], "weight_decay": 5e-4},
+         {"params": [p for p in params.values() if p.ndim == 1], "weight_decay": 0.0}],
+        lr=lr, momentum=0.9, nesterov=True)
+    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+    model.train()
+
+    def step(i):
+        images, labels = data[i % len(data)]
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def timed(step, start, count):
+    times = []
+    for i in range(start, start + count):
+        t0 = time.perf_counter()
+        step(i)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def traced_peak(step, steps=5):
+    """Peak bytes allocated through Python's allocators (NumPy arrays included) over a few
+    steps, above what was held before them."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(steps):
+        step(i)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - base
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per framework")
+    parser.add_argument("--chunk", type=int, default=20, help="steps per alternating chunk")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused")
+    parser.add_argument("--no-torch", action="store_true", help="time minigrad alone")
+    parser.add_argument("--no-malloc-tuning", action="store_true")
+    args = parser.parse_args(argv)
+    malloc = ({name: os.environ.get(name, "glibc default") for name in
+               ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+              if args.no_malloc_tuning else tune_malloc())
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((args.batch_size, 1, 28, 28), dtype=np.float32),
+                rng.integers(0, 10, args.batch_size)) for _ in range(8)]
+    mg.manual_seed(0)
+    model = lenet5(args.bn)
+    steppers = {"minigrad": minigrad_stepper(model, batches)}
+    if not args.no_torch:
+        import torch
+        reference = torch_lenet5(torch, args.bn)
+        reference.load_state_dict({k: torch.from_numpy(v.copy())
+                                   for k, v in model.state_dict().items()})
+        steppers["pytorch"] = torch_stepper(torch, reference, batches)
+        print(f"torch {torch.__version__}: {torch.get_num_threads()} threads")
+    print(f"numpy {np.__version__}: OpenBLAS threads {openblas_threads()}; "
+          f"{os.cpu_count()} CPUs; bn={args.bn}, batch {args.batch_size}, float32")
+    print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
+
+    for name, step in steppers.items():
+        timed(step, 0, args.warmup)
+    times = {name: [] for name in steppers}
+    chunk_ratios = []
+    done = 0
+    while done < args.steps:
+        count = min(args.chunk, args.steps - done)
+        medians = {}
+        for name, step in steppers.items():
+            chunk = timed(step, done, count)
+            times[name] += chunk
+            medians[name] = statistics.median(chunk)
+        if "pytorch" in medians:
+            chunk_ratios.append(medians["minigrad"] / medians["pytorch"])
+        done += count
+
+    for name, values in times.items():
+        print(f"{name:9s} median {1e3 * statistics.median(values):6.2f} ms/step  "
+              f"(min {1e3 * min(values):.2f}, {len(values)} steps)")
+    if chunk_ratios:
+        ratio = statistics.median(times["minigrad"]) / statistics.median(times["pytorch"])
+        print(f"ratio minigrad/pytorch {ratio:.2f}  (per chunk: {min(chunk_ratios):.2f} .. "
+              f"{max(chunk_ratios):.2f})")
+    peak = traced_peak(steppers["minigrad"])
+    print(f"minigrad peak traced memory per step: {peak / 2**20:.1f} MiB; process max RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""LeNet-5 with batch normalization on MNIST: train, evaluate both BN modes, checkpoint, plot.
+
+    MINIGRAD_DATA=../shared/data python examples/mnist_lenet_bn.py            # 3 epochs, CPU
+    python examples/mnist_lenet_bn.py --bn none          # the same net without batch norm
+    python examples/mnist_lenet_bn.py --device cuda      # on the GPU (needs CuPy)
+
+The network (BN after each convolution and each hidden linear layer):
+
+    conv 1->6 5x5 pad 2 -> BN2d -> ReLU -> maxpool 2      (N, 6, 14, 14)
+    conv 6->16 5x5      -> BN2d -> ReLU -> maxpool 2      (N, 16, 5, 5)
+    flatten -> linear 400->120 -> BN1d -> ReLU -> linear 120->84 -> BN1d -> ReLU -> linear 84->10
+
+A layer followed by BN has no bias: BN subtracts the channel mean, so a bias would cancel out
+(beta takes its role). SGD with Nesterov momentum; the learning rate warms up linearly over the
+first few hundred steps, then follows a cosine down to zero at the last step.
+
+After every epoch the test set is scored twice: with the BN layers in eval mode (running
+statistics, what a deployed model does) and in train mode (each test batch normalized with its
+own statistics). The train-mode pass runs on copies of the running statistics, so it does not
+disturb them. The checkpoint is reloaded into a fresh model to show it reproduces the accuracy.
+
+Speed on the CPU: NumPy hands out fresh multi-megabyte temporaries through mmap, and glibc's
+default thresholds make every step map, zero-fill and unmap them again. `tune_malloc()` raises
+glibc's mmap and trim thresholds (as the environment variables MALLOC_MMAP_THRESHOLD_ and
+MALLOC_TRIM_THRESHOLD_ would) so freed blocks are reused; pass --no-malloc-tuning to compare.
+"""
+import argparse
+import contextlib
+import ctypes
+import ctypes.util
+import math
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+try:
+    import minigrad as mg
+except ImportError:   # run from a checkout without installing: the package is one folder up
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    import minigrad as mg
+
+from minigrad import nn
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+WARMUP_STEPS = 200
+
+
+def lenet5(bn="fused"):
+    """LeNet-5 with batch norm ("fused" or "composed" BN layers) or without it ("none")."""
+    if bn not in ("fused", "composed", "none"):
+        raise ValueError(f"lenet5: bn must be 'fused', 'composed' or 'none', not {bn!r}")
+    with_bn = bn != "none"
+
+    def norm(layer, features):
+        return layer(features, fused=(bn == "fused")) if with_bn else nn.Identity()
+
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2, bias=not with_bn), norm(nn.BatchNorm2d, 6), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5, bias=not with_bn), norm(nn.BatchNorm2d, 16), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 120, bias=not with_bn), norm(nn.BatchNorm1d, 120), nn.ReLU(),
+        nn.Linear(120, 84, bias=not with_bn), norm(nn.BatchNorm1d, 84), nn.ReLU(),
+        nn.Linear(84, 10),
+    )
+
+
+def tune_malloc(mmap_threshold=1 << 30, trim_threshold=1 << 30):
+    """Keep freed memory inside the process (glibc only): blocks below `mmap_threshold` bytes
+    come from the heap, which gives memory back to the system only above `trim_threshold`.
+    An environment variable set by the user wins. Returns what is in force, for printing."""
+    settings = {"MALLOC_MMAP_THRESHOLD_": (-3, mmap_threshold),
+                "MALLOC_TRIM_THRESHOLD_": (-1, trim_threshold)}
+    libc_name = ctypes.util.find_library("c")
+    mallopt = getattr(ctypes.CDLL(libc_name), "mallopt", None) if libc_name else None
+    in_force = {}
+    for name, (option, value) in settings.items():
+        if name in os.environ:
+            in_force[name] = os.environ[name] + " (environment)"
+        elif mallopt is not None and mallopt(option, value) == 1:
+            in_force[name] = f"{value} (mallopt)"
+        else:
+            in_force[name] = "glibc default"
+    return in_force
+
+
+def load_mnist(root, train, limit=None):
+    """(images normalized with the MNIST mean and std, labels) as a TensorDataset."""
+    split = mg.data.MNIST(root, train=train)
+    images, labels = split.arrays()
+    if limit is not None:
+        images, labels = images[:limit], labels[:limit]
+    images = (images - np.float32(MNIST_MEAN)) / np.float32(MNIST_STD)
+    return mg.data.TensorDataset(images, labels)
+
+
+def learning_rate(step, total, peak):
+    """Linear warmup over WARMUP_STEPS (shorter for short runs), then a cosine down to 0."""
+    warmup = min(WARMUP_STEPS, total // 10)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return 0.5 * peak * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+
+@contextlib.contextmanager
+def kept_buffers(model):
+    """Run a block and put every buffer (running statistics, batch counters) back as it was."""
+    saved = [(buffer, buffer.data.copy()) for _, buffer in model.named_buffers()]
+    try:
+        yield
+    finally:
+        for buffer, data in saved:
+            buffer.data[...] = data
+
+
+def accuracy(model, loader, bn_mode="eval"):
+    """Test accuracy in percent, with the BN layers in `bn_mode` ("eval": running statistics;
+    "train": each batch normalized with its own statistics, running statistics untouched)."""
+    was_training = model.training
+    correct = total = 0
+    with mg.no_grad(), kept_buffers(model):
+        model.train(bn_mode == "train")
+        for images, labels in loader:
+            predicted = model(images).argmax(axis=1)
+            correct += int((predicted == labels).data.sum())
+            total += labels.shape[0]
+    model.train(was_training)
+    return 100.0 * correct / total
+
+
+class Progress:
+    """A tqdm bar per epoch with loss, accuracy and examples/s, or one plain line per epoch."""
+
+    def __init__(self, epoch, epochs, steps, plain):
+        self.label, self.bar = f"epoch {epoch}/{epochs}", None
+        if not plain:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=steps, desc=self.label, unit="step", leave=True,
+                                dynamic_ncols=True)
+            except ImportError:
+                pass
+        self.start, self.examples, self.loss_sum, self.correct = time.perf_counter(), 0, 0.0, 0
+
+    def update(self, loss, correct, batch):
+        self.examples += batch
+        self.loss_sum += loss * batch
+        self.correct += correct
+        if self.bar is not None:
+            self.bar.update(1)
+            if self.bar.n % 20 == 0 or self.bar.n == self.bar.total:
+                self.bar.set_postfix_str(self.summary(), refresh=False)
+
+    def summary(self):
+        rate = self.examples / max(time.perf_counter() - self.start, 1e-9)
+        return (f"loss {self.loss_sum / max(self.examples, 1):.4f}  acc "
+                f"{100.0 * self.correct / max(self.examples, 1):.2f}%  {rate:,.0f} examples/s")
+
+    def close(self):
+        seconds = time.perf_counter() - self.start
+        if self.bar is not None:
+            self.bar.set_postfix_str(self.summary())
+            self.bar.close()
+        else:
+            print(f"{self.label}: {self.summary()}", flush=True)
+        return seconds
+
+
+def train_epoch(model, loader, optimizer, schedule, progress):
+    """One pass over `loader`; returns the mean training loss."""
+    model.train()
+    for images, labels in loader:
+        lr = next(schedule)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        logits = model(images)
+        loss = mg.nn.functional.cross_entropy(logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        correct = int((logits.data.argmax(axis=1) == labels.data).sum())
+        progress.update(loss.item(), correct, labels.shape[0])
+    return progress.loss_sum / max(progress.examples, 1)
+
+
+def plot_curves(history, path, title):
+    """Loss and accuracy per epoch as a PNG; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    epochs = range(1, len(history["loss"]) + 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(epochs, history["loss"], marker="o")
+    left.set(xlabel="epoch", ylabel="training loss", title="loss")
+    for key, label in (("train_acc", "train (running)"), ("test_eval", "test, BN eval mode"),
+                       ("test_train", "test, BN train mode")):
+        right.plot(epochs, history[key], marker="o", label=label)
+    right.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    right.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate")
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--weight-decay", type=float, default=5e-4)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused",
+                        help="batch norm as one fused op, as normalize*gamma+beta, or none")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default=None,
+                        help="folder with mnist/ inside (default: $MINIGRAD_DATA, else "
+                             "~/.cache/minigrad); downloaded there when missing")
+    parser.add_argument("--out", default="runs/mnist_lenet_bn",
+                        help="folder for the checkpoint and the PNG of the curves")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="train on the first N training images only (quick runs, tests)")
+    parser.add_argument("--plain", action="store_true",
+                        help="one line per epoch instead of a progress bar")
+    parser.add_argument("--no-malloc-tuning", action="store_true",
+                        help="leave glibc's malloc thresholds at their defaults")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    malloc = {} if args.no_malloc_tuning else tune_malloc()
+    mg.manual_seed(args.seed)
+    root = None if args.data is None else pathlib.Path(args.data) / "mnist"
+    train_set = load_mnist(root, True, args.limit)
+    test_set = load_mnist(root, False)
+    train_loader = mg.data.DataLoader(train_set, args.batch_size, shuffle=True, drop_last=True,
+                                      seed=args.seed, device=args.device)
+    # eval mode: large batches (the answer does not depend on them); train mode: the training
+    # batch size, since batch statistics are what that mode measures
+    eval_loader = mg.data.DataLoader(test_set, 1000, device=args.device)
+    batch_loader = mg.data.DataLoader(test_set, args.batch_size, device=args.device)
+
+    model = lenet5(args.bn).to(args.device)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim == 1 else decay).append(p)   # no weight decay on BN and biases
+    optimizer = mg.optim.SGD([{"params": decay, "weight_decay": args.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=args.lr, momentum=args.momentum, nesterov=args.momentum > 0)
+    total_steps = args.epochs * len(train_loader)
+    schedule = (learning_rate(step, total_steps, args.lr) for step in range(total_steps))
+
+    print(f"minigrad LeNet-5, bn={args.bn}, device={args.device}, {len(train_set)} training / "
+          f"{len(test_set)} test images, batch {args.batch_size}, {args.epochs} epochs, "
+          f"{len(train_loader)} steps per epoch, seed {args.seed}")
+    if malloc:
+        print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
+    history = {key: [] for key in ("loss", "train_acc", "test_eval", "test_train", "seconds")}
+    for epoch in range(1, args.epochs + 1):
+        progress = Progress(epoch, args.epochs, len(train_loader), args.plain)
+        history["loss"].append(train_epoch(model, train_loader, optimizer, schedule, progress))
+        history["train_acc"].append(100.0 * progress.correct / max(progress.examples, 1))
+        history["seconds"].append(progress.close())
+        history["test_eval"].append(accuracy(model, eval_loader, "eval"))
+        line = (f"epoch {epoch}: {history['seconds'][-1]:.1f} s, test accuracy "
+                f"{history['test_eval'][-1]:.2f}% (eval mode)")
+        if args.bn != "none":
+            history["test_train"].append(accuracy(model, batch_loader, "train"))
+            line += f", {history['test_train'][-1]:.2f}% (train-mode BN)"
+        print(line, flush=True)
+    if args.bn != "none":
+        print("why the two differ: eval mode normalizes with the running averages of the "
+              "training statistics (fixed, one image at a time); train mode normalizes each test "
+              f"batch of {args.batch_size} with that batch's own mean and variance, which are "
+              "noisy and make every prediction depend on the other images in the batch")
+    else:
+        history["test_train"] = history["test_eval"]   # no BN: both modes are the same
+
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / "lenet_bn.safetensors"
+    mg.save(model.state_dict(), checkpoint)
+    fresh = lenet5(args.bn).to(args.device)
+    fresh.load_state_dict(mg.load(checkpoint))
+    reloaded = accuracy(fresh, eval_loader, "eval")
+    same = "identical" if reloaded == history["test_eval"][-1] else "DIFFERENT"
+    print(f"checkpoint {checkpoint}: reloaded into a fresh model, test accuracy "
+          f"{reloaded:.2f}% ({same})")
+    png = out / "curves.png"
+    if plot_curves(history, png, f"minigrad LeNet-5, bn={args.bn}, batch {args.batch_size}"):
+        print(f"curves: {png}")
+    else:
+        print("curves: matplotlib is not installed, no PNG written (pip install matplotlib)")
+    return history
+
+
+if __name__ == "__main__":
+    main()
