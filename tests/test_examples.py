@@ -137,3 +137,23 @@ def test_normalize_only(tmp_path):
         assert float(dy) < 1e-5 and float(dgrad) < 1e-5             # same numbers
         assert ("gamma" in allocated) == (gamma == "yes")            # no dummy buffers
         assert ("beta" in allocated) == (beta == "yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# population_stats.py (MNIST from $MINIGRAD_DATA, a small subset)
+
+
+def test_population_stats(tmp_path):
+    if not (pathlib.Path(os.environ["MINIGRAD_DATA"]) / "mnist").is_dir():
+        pytest.skip(f"no offline MNIST copy in $MINIGRAD_DATA ({os.environ['MINIGRAD_DATA']})")
+    out = run_example("population_stats.py", "--subset", "500", "--batch-size", "32",
+                      cwd=tmp_path)
+    assert "500 training / 500 test images" in out and "16 SGD steps" in out
+    rows = [numbers(line) for line in out.splitlines() if re.match(r"\s+\d+\s+[\d.]+%", line)]
+    steps = [int(row[0]) for row in rows]
+    assert steps == [1, 3, 10, 16]
+    for _, running, precise, gap in rows:
+        assert 0 <= running <= 100 and 0 <= precise <= 100 and gap >= 0
+    # one step in, the running averages are still 90% the initial (0, 1): precise BN wins
+    _, running, precise, gap = rows[0]
+    assert precise > running and gap > 0.1
