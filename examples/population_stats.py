@@ -13,7 +13,8 @@ by hand. In minigrad it is one call:
 which resets the running statistics and averages them exactly over `batches` with today's
 weights. This script trains a small LeNet-style network with BatchNorm2d and BatchNorm1d and, at
 a few points during training, evaluates the test set twice: with the running averages, and with
-precise statistics recomputed over the training data.
+precise statistics recomputed over training images (the first 10000 by default: an exact average
+over a large sample is what "precise BN" uses in practice; --stat-images 60000 takes them all).
 
 Data: mg.data.MNIST from $MINIGRAD_DATA/mnist (or ~/.cache/minigrad/mnist; downloaded if absent).
 """
@@ -63,6 +64,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subset", type=int, default=None,
                         help="use only the first N training and N test images (default: all)")
+    parser.add_argument("--stat-images", type=int, default=10000,
+                        help="training images to average the precise statistics over")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -76,18 +79,20 @@ def main():
         test_set = mg.data.TensorDataset(test_set.images[:n_test], test_set.labels[:n_test])
     loader = mg.data.DataLoader(train_set, args.batch_size, shuffle=True, seed=0,
                                 device=args.device)
-    train_eval = mg.data.DataLoader(train_set, 500, device=args.device)   # for the statistics
-    test = mg.data.DataLoader(test_set, 500, device=args.device)
+    n_stats = min(args.stat_images, n_train)
+    stat_set = mg.data.TensorDataset(*(a[:n_stats] for a in train_set.arrays()))
+    train_eval = mg.data.DataLoader(stat_set, 200, device=args.device)   # for the statistics
+    test = mg.data.DataLoader(test_set, 200, device=args.device)
 
     mg.manual_seed(0)
     model = lenet_bn().to(args.device)
     optimizer = mg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     total_steps = args.epochs * len(loader)
-    checkpoints = sorted({s for s in (1, 3, 10, 30, 100, 300, 1000) if s < total_steps}
-                         | {total_steps})
+    checkpoints = sorted({s for s in (1, 3, 10, 100) if s < total_steps} | {total_steps})
 
     print(f"MNIST: {n_train} training / {n_test} test images, batch {args.batch_size}, "
-          f"BatchNorm momentum 0.1, {total_steps} SGD steps")
+          f"BatchNorm momentum 0.1, {total_steps} SGD steps; precise statistics over "
+          f"{n_stats} training images")
     print(f"{'step':>6}  {'test acc, running averages':>27}  {'test acc, precise BN':>21}  "
           f"{'max |running mean - population mean|':>37}")
     step, start = 0, time.time()
