@@ -6,6 +6,30 @@ import torch
 import minigrad as mg
 
 
+BINARY = {   # name -> (minigrad op, torch op)
+    "add": (mg.ops.add, torch.add),
+    "sub": (mg.ops.sub, torch.sub),
+    "mul": (mg.ops.mul, torch.mul),
+    "div": (mg.ops.div, torch.div),
+    "maximum": (mg.ops.maximum, torch.maximum),
+    "pow": (mg.ops.pow, torch.pow),   # tensor exponent
+}
+
+
+def _dims(axis, ndim):
+    return tuple(range(ndim)) if axis is None else axis
+
+
+REDUCTIONS = {   # name -> (minigrad f(x, axis, keepdims), torch f(x, axis, keepdims))
+    "sum": (mg.ops.sum, lambda x, a, k: torch.sum(x, dim=_dims(a, x.ndim), keepdim=k)),
+    "mean": (mg.ops.mean, lambda x, a, k: torch.mean(x, dim=_dims(a, x.ndim), keepdim=k)),
+    "max": (mg.ops.max, lambda x, a, k: torch.amax(x, dim=_dims(a, x.ndim), keepdim=k)),
+    "var": (mg.ops.var, lambda x, a, k: torch.var(x, dim=_dims(a, x.ndim), keepdim=k)),
+    "var_biased": (lambda x, a, k: mg.ops.var(x, a, k, correction=0),
+                   lambda x, a, k: torch.var(x, dim=_dims(a, x.ndim), keepdim=k, correction=0)),
+}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -1,26 +1,17 @@
 """Property-based tests (hypothesis): broadcasting binary ops over random broadcast-compatible
 shapes, and reductions over random axis subsets, against PyTorch."""
 import numpy as np
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
-import minigrad as mg
-from ops_oracle import compare_with_torch
+from ops_oracle import BINARY, REDUCTIONS, compare_with_torch
 
-BINARY = {
-    "add": (mg.ops.add, torch.add),
-    "sub": (mg.ops.sub, torch.sub),
-    "mul": (mg.ops.mul, torch.mul),
-    "div": (mg.ops.div, torch.div),
-    "maximum": (mg.ops.maximum, torch.maximum),
-}
 SETTINGS = settings(max_examples=40, deadline=None)
 
 
 @SETTINGS
-@given(name=st.sampled_from(sorted(BINARY)),
+@given(name=st.sampled_from(["add", "sub", "mul", "div", "maximum"]),
        shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=3),
        seed=st.integers(0, 2**16))
 def test_binary_broadcasting_matches_torch(name, shapes, seed):
@@ -43,21 +34,8 @@ def _shape_and_axes(draw):
     return shape, axes
 
 
-def _dims(axis, ndim):
-    return tuple(range(ndim)) if axis is None else axis
-
-
-REDUCTIONS = {
-    "sum": (mg.ops.sum, lambda x, a, k: torch.sum(x, dim=_dims(a, x.ndim), keepdim=k)),
-    "mean": (mg.ops.mean, lambda x, a, k: torch.mean(x, dim=_dims(a, x.ndim), keepdim=k)),
-    "max": (mg.ops.max, lambda x, a, k: torch.amax(x, dim=_dims(a, x.ndim), keepdim=k)),
-    "var": (lambda x, a, k: mg.ops.var(x, a, k, correction=0),
-            lambda x, a, k: torch.var(x, dim=_dims(a, x.ndim), keepdim=k, correction=0)),
-}
-
-
 @SETTINGS
-@given(name=st.sampled_from(sorted(REDUCTIONS)), shape_axes=_shape_and_axes(),
+@given(name=st.sampled_from(["sum", "mean", "max", "var_biased"]), shape_axes=_shape_and_axes(),
        keepdims=st.booleans(), seed=st.integers(0, 2**16))
 def test_reductions_match_torch(name, shape_axes, keepdims, seed):
     shape, axes = shape_axes

@@ -127,5 +127,5 @@ def stack(tensors, axis=0):
 
 
 def pad(x, pad_width, value=0.0):
-    """Constant padding with NumPy's `pad_width` (numpy.pad(x, pad_width, constant_values=value))."""
+    """Constant padding with NumPy's `pad_width`: numpy.pad(x, pad_width, constant_values=value)."""
     return Pad.apply(x, pad_width=pad_width, value=value)
