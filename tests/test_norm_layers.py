@@ -111,12 +111,13 @@ def _slice_and_concatenate(layer, x, regions):
     return torch.cat([layer(x[:, :, i * band:(i + 1) * band]) for i in range(regions)], dim=2)
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("which", ["affine", "scale", "none"])
-def test_region_batch_norm_equals_the_slicing_loop(which):
+def test_region_batch_norm_equals_the_slicing_loop(which, fused):
     regions = 3
     x, g = _data((4, 2, 6, 5), 20)
     ours = nn.RegionBatchNorm2d(2, regions, scale=which != "none", center=which == "affine",
-                                momentum=0.3)
+                                momentum=0.3, fused=fused)
     theirs = torch.nn.BatchNorm2d(2, affine=which != "none", momentum=0.3)
     if which != "none":
         _randomize(ours, theirs, 4)
@@ -145,9 +146,10 @@ def test_region_batch_norm_equals_the_slicing_loop(which):
     assert ours.running_mean.shape == (2, regions)
 
 
-def test_region_batch_norm_eval_uses_each_regions_statistics():
+@pytest.mark.parametrize("fused", [True, False])
+def test_region_batch_norm_eval_uses_each_regions_statistics(fused):
     regions = 2
-    ours = nn.RegionBatchNorm2d(3, regions)
+    ours = nn.RegionBatchNorm2d(3, regions, fused=fused)
     r = np.random.default_rng(21)
     ours.running_mean.data[...] = r.standard_normal((3, regions))
     ours.running_var.data[...] = r.uniform(0.5, 2, (3, regions))
@@ -168,11 +170,15 @@ def test_region_batch_norm_eval_uses_each_regions_statistics():
 
 
 def test_region_batch_norm_is_one_normalize_and_checks_its_input():
-    layer = nn.RegionBatchNorm2d(2, 2)
+    layer = nn.RegionBatchNorm2d(2, 2, fused=False)
     with mg.autograd.record() as tape:
         layer(mg.tensor(_data((2, 2, 4, 3), 23)[0], requires_grad=True))
     assert [node.name for node in tape].count("normalize") == 1
-    assert repr(layer).startswith("RegionBatchNorm2d(2, regions=2, eps=1e-05")
+    layer.fused = True
+    with mg.autograd.record() as tape:
+        layer(mg.tensor(_data((2, 2, 4, 3), 23)[0], requires_grad=True))
+    assert [node.name for node in tape].count("fused_batch_norm") == 1
+    assert repr(nn.RegionBatchNorm2d(2, 2)).startswith("RegionBatchNorm2d(2, regions=2, eps=1e-05")
     with pytest.raises(ValueError, match="does not split into 2 equal regions"):
         layer(mg.ones(2, 2, 5, 3))
     with pytest.raises(ValueError, match="per channel and region"):

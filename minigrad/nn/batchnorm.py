@@ -105,13 +105,25 @@ class _BatchNorm(Module):
             return 1.0 / int(self.num_batches_tracked.item())
         return self.momentum
 
+    def _per_channel(self):
+        """(weight, bias, running_mean, running_var) as (C,) vectors for F.batch_norm."""
+        return self.weight, self.bias, self.running_mean, self.running_var
+
+    def _channels_view(self, input):
+        """The input as F.batch_norm sees it (channels on axis 1) and the function that takes the
+        result back to the input's shape."""
+        return input, None
+
     def _normalize(self, input, factor):
         """The layer's function for one call; `factor` is the running-average weight."""
         use_batch = self.training or not self.track_running_stats
         keep_running = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep_running else None,
-                            self.running_var if keep_running else None, self.weight, self.bias,
-                            use_batch, factor, self.eps, fused=self.fused)
+        weight, bias, running_mean, running_var = self._per_channel()
+        view, restore = self._channels_view(input)
+        y = F.batch_norm(view, running_mean if keep_running else None,
+                         running_var if keep_running else None, weight, bias, use_batch, factor,
+                         self.eps, fused=self.fused)
+        return y if restore is None else restore(y)
 
     def forward(self, input):
         self._check_input(input)

@@ -105,50 +105,52 @@ class InstanceNorm2d(Module):
 class RegionBatchNorm2d(_BatchNorm):
     """Batch norm with statistics per region and one shared weight/bias.
 
-    The H axis of (N, C, H, W) input is cut into `regions` equal bands. Each (channel, band)
-    gets its own mean and variance over (N, H / regions, W), while every band of a channel is
-    scaled and shifted by the same weight[c] and bias[c]. No Python loop over regions, no slices
-    and no concatenation:
+    The H axis of (N, C, H, W) input is cut into `regions` (R) equal bands. Each (channel, band)
+    gets its own mean and variance over (N, H/R, W), while every band of a channel is scaled and
+    shifted by the same weight[c] and bias[c]. No Python loop over regions, no slices and no
+    concatenation:
 
         x5 = x.reshape(N, C, R, H/R, W)
         y5 = normalize(x5, axes=(0, 3, 4)) * weight.view(1, C, 1, 1, 1) + bias.view(1, C, 1, 1, 1)
 
-    Running statistics have shape (C, R) and follow BatchNorm's update rule (see batchnorm.py);
-    evaluation uses them. `fused` does not apply (this layer is the composition).
+    which is batch norm over C*R channels of the view x.reshape(N, C*R, H/R*W), with weight and
+    bias repeated R times (broadcast, so their gradients sum over the bands). The layer runs it
+    that way, so `fused` works as in BatchNorm2d. Running statistics have shape (C, R) and follow
+    BatchNorm's update rule (see batchnorm.py); evaluation uses each band's own.
     """
 
     _dims = (4,)
     _stat_unit = "channel and region"
 
     def __init__(self, num_features, regions, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, scale=None, center=None, device=None, dtype=None):
+                 track_running_stats=True, scale=None, center=None, fused="auto", device=None,
+                 dtype=None):
         object.__setattr__(self, "regions", regions)   # read by _stat_shape during __init__
         super().__init__(num_features, eps, momentum, affine, track_running_stats, scale,
-                         center, "auto", device, dtype)
+                         center, fused, device, dtype)
 
     def _stat_shape(self):
         return (self.num_features, self.regions)
 
-    def _normalize(self, input, factor):
+    def _per_channel(self):
+        channels = self.num_features * self.regions
+        per_band = (self.num_features, self.regions)
+        weight, bias = (
+            None if p is None else ops.reshape(
+                ops.broadcast_to(ops.reshape(p, (self.num_features, 1)), per_band), (channels,))
+            for p in (self.weight, self.bias))
+        running = (None if b is None else ops.reshape(b, (channels,))   # views: updated in place
+                   for b in (self.running_mean, self.running_var))
+        return (weight, bias, *running)
+
+    def _channels_view(self, input):
         n, c, h, w = input.shape
         if h % self.regions:
             raise ValueError(f"RegionBatchNorm2d: the height {h} of the input of shape "
                              f"{input.shape} does not split into {self.regions} equal regions")
-        x5 = ops.reshape(input, (n, c, self.regions, h // self.regions, w))
-        axes = (0, 3, 4)
-        if self.training or not self.track_running_stats:
-            count = input.numel() // (c * self.regions)   # checked > 1 in forward
-            y5, mean, var = ops.normalize(x5, axes, self.eps)
-            if self.training and self.track_running_stats:
-                F._update_running(self.running_mean, self.running_var, mean.reshape(c, -1),
-                                  var.reshape(c, -1), count, factor)
-        else:
-            view = (1, c, self.regions, 1, 1)
-            y5 = ops.normalize(x5, axes, self.eps, ops.reshape(self.running_mean, view),
-                               ops.reshape(self.running_var, view))[0]
-        return ops.reshape(F._affine_channels(y5, self.weight, self.bias), input.shape)
+        view = ops.reshape(input, (n, c * self.regions, (h // self.regions) * w))
+        return view, lambda y: ops.reshape(y, input.shape)
 
     def extra_repr(self):
         return super().extra_repr().replace(f"{self.num_features}, ",
                                             f"{self.num_features}, regions={self.regions}, ", 1)
-
