@@ -13,7 +13,9 @@ It also serves `normalize` (`moments` and `standardize`), so the composed and th
 norm take their statistics from the same code and agree to the last bit on the CPU.
 
 Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
-or (N, C): (rows, C, 1)); `gamma`, `beta`, `mean`, `var`, `rstd` are (C,) vectors (gamma and
+or (N, C): (rows, C, 1)), its axes taken in the order they lie in memory: conv2d's output, NCHW
+laid out as (C, H, W, N), is the view (1, C, H*W*N) with no copy, and y and dx come back in x's
+layout (see `channel_view`); `gamma`, `beta`, `mean`, `var`, `rstd` are (C,) vectors (gamma and
 beta may be None). Statistics are accumulated in float32 for float16 input, and in the input's
 precision otherwise; M = P*Q values per channel.
 
@@ -68,13 +70,38 @@ def _scale(gamma, rstd):
     return rstd if gamma is None else rstd * gamma.astype(rstd.dtype, copy=False)
 
 
-def channel_view(x, axis):
-    """x as a (P, C, Q) array around the channel axis (a view when x is contiguous)."""
-    shape = x.shape
-    rows = 1
-    for n in shape[:axis]:
+def memory_order(x):
+    """The axes of x from the slowest-varying in memory to the fastest, when x is a C-contiguous
+    array with its axes permuted (conv2d's NCHW output lies in memory as (C, H, W, N)); else None."""
+    order = sorted(range(x.ndim), key=lambda i: -x.strides[i])
+    return order if x.transpose(order).flags.c_contiguous else None
+
+
+def channel_view(xp, x, axis, order=None):
+    """(x3, order): x as a (P, C, Q) array around the channel axis, taken in memory order.
+
+    x's axes are put in the order they lie in memory and split around the channel axis, so a
+    permuted contiguous x gives a view, not a copy (any other x is copied C-contiguous first).
+    With `order` given (that of x, for its gradient g) that order is used, copying g when its
+    layout differs, so the two views match element by element."""
+    if order is None:
+        order = memory_order(x)
+        if order is None:
+            x, order = xp.ascontiguousarray(x), list(range(x.ndim))
+    moved = xp.ascontiguousarray(x.transpose(order))
+    at = order.index(axis)
+    rows = columns = 1
+    for n in moved.shape[:at]:
         rows *= n
-    return x.reshape(rows, shape[axis], -1)
+    for n in moved.shape[at + 1:]:
+        columns *= n
+    return moved.reshape(rows, moved.shape[at], columns), order
+
+
+def from_channel_view(y3, shape, order):
+    """A (P, C, Q) result as an array of `shape` laid out like the array viewed in `order`."""
+    inverse = [order.index(i) for i in range(len(order))]
+    return y3.reshape([shape[i] for i in order]).transpose(inverse)
 
 
 class ArrayBatchNorm:
@@ -116,9 +143,6 @@ class ArrayBatchNorm:
             centred = scratch[:stop - start]
             self.xp.subtract(x3[start:stop], mean3, out=centred)
             yield start, stop, centred
-
-    def _contiguous(self, x):
-        return self.xp.ascontiguousarray(x)
 
     def moments(self, x3):
         """Per-channel mean and biased variance of a (P, C, Q) array over P and Q, in the
@@ -166,10 +190,10 @@ class ArrayBatchNorm:
     def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
                       factor=0.0):
         xp = self.xp
-        x3 = channel_view(self._contiguous(x), axis)
+        x3, order = channel_view(xp, x, axis)
         mean, var = self.moments(x3)
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
-        y = self._affine(x3, gamma, beta, mean, rstd).reshape(x.shape)
+        y = from_channel_view(self._affine(x3, gamma, beta, mean, rstd), x.shape, order)
         if running_mean is not None:
             update_running_stats(running_mean, running_var, mean, var,
                                  x3.shape[0] * x3.shape[2], factor)
@@ -177,9 +201,10 @@ class ArrayBatchNorm:
 
     def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
         acc = accumulation_dtype(self.xp, x.dtype)
-        x3 = channel_view(self._contiguous(x), axis)
+        x3, order = channel_view(self.xp, x, axis)
         rstd = 1.0 / self.xp.sqrt(var.astype(acc) + acc.type(eps))
-        return self._affine(x3, gamma, beta, mean.astype(acc), rstd).reshape(x.shape)
+        return from_channel_view(self._affine(x3, gamma, beta, mean.astype(acc), rstd), x.shape,
+                                 order)
 
     def _affine(self, x3, gamma, beta, mean, rstd):
         """y = a * x + b per channel with a = gamma * rstd, b = beta - mean * a: one pass over x
@@ -203,8 +228,8 @@ class ArrayBatchNorm:
 
     def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
         xp = self.xp
-        x3 = channel_view(self._contiguous(x), axis)
-        g3 = channel_view(self._contiguous(g), axis)
+        x3, order = channel_view(xp, x, axis)
+        g3, _ = channel_view(xp, g, axis, order)
         channels, count = x3.shape[1], x3.shape[0] * x3.shape[2]
         acc = mean.dtype
         mean3 = mean[:, None]
@@ -220,8 +245,8 @@ class ArrayBatchNorm:
         out_dtype = acc if gamma is None else gamma.dtype
         dgamma = sum_gxhat.astype(out_dtype) if need_dgamma else None
         dbeta = sum_g.astype(out_dtype) if need_dbeta else None
-        dx = self._input_grad(g3, x3, mean3, rstd, gamma, sum_g, sum_gxhat, count).reshape(
-            x.shape) if need_dx else None
+        dx = from_channel_view(self._input_grad(g3, x3, mean3, rstd, gamma, sum_g, sum_gxhat,
+                                                count), x.shape, order) if need_dx else None
         return dx, dgamma, dbeta
 
     def _input_grad(self, g3, x3, mean3, rstd, gamma, sum_g, sum_gxhat, count):

@@ -20,7 +20,7 @@ accumulates in float32; the statistics come back in that dtype).
 from .. import autograd
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-from .batch_norm_kernel import array_kernel
+from .batch_norm_kernel import array_kernel, from_channel_view, memory_order
 
 
 def _check_input(x, what):
@@ -45,21 +45,23 @@ def _broadcasts_to(shape, target):
 
 def _grouped(xp, x, axes):
     """x as a (P, K, Q) array whose middle axis runs over the kept (not reduced) axes, and the
-    function that takes a (P, K, Q) result back to x's layout. When the kept axes are adjacent
-    (batch, layer, instance, group and region norm) this is a view; otherwise the kept axes are
-    moved behind the reduced ones first (a copy)."""
+    function that takes a (P, K, Q) result back to x's shape and layout. The axes are taken in
+    the order they lie in memory (as the fused batch norm's `channel_view` does, so both give the
+    same statistics bit for bit): when the kept axes are adjacent there (batch, layer, instance,
+    group and region norm; conv2d's NCHW output, laid out (C, H, W, N)) this is a view of x;
+    otherwise the kept axes are moved behind the reduced ones first (a copy)."""
     kept = [i for i in range(x.ndim) if i not in axes]
-    first, stop = (kept[0], kept[-1] + 1) if kept else (0, 0)
-    if stop - first == len(kept):
-        x3 = xp.ascontiguousarray(x).reshape(_product(x.shape[:first]),
-                                             _product(x.shape[first:stop]),
-                                             _product(x.shape[stop:]))
-        return x3, lambda y3: y3.reshape(x.shape)
-    order = list(axes) + kept
+    order = memory_order(x)
+    if order is None:
+        x, order = xp.ascontiguousarray(x), list(range(x.ndim))
+    at = [order.index(i) for i in kept]
+    if at and at != list(range(at[0], at[0] + len(at))):
+        order, at = list(axes) + kept, list(range(len(axes), x.ndim))
     moved = xp.ascontiguousarray(x.transpose(order))
-    inverse = [order.index(i) for i in range(x.ndim)]
-    x3 = moved.reshape(_product(moved.shape[:len(axes)]), _product(moved.shape[len(axes):]), 1)
-    return x3, lambda y3: y3.reshape(moved.shape).transpose(inverse)
+    first, stop = (at[0], at[-1] + 1) if at else (0, 0)
+    x3 = moved.reshape(_product(moved.shape[:first]), _product(moved.shape[first:stop]),
+                       _product(moved.shape[stop:]))
+    return x3, lambda y3: from_channel_view(y3, x.shape, order)
 
 
 class Normalize(Op):
