@@ -1,5 +1,5 @@
-"""Build the host-emulation library: batch_norm.cu (or a test's altered copy of it) compiled by
-g++ as C++20 with cuda_host.h standing in for CUDA, optionally under a sanitizer."""
+"""Build the host-emulation library: batch_norm.cu (and any altered copies a test asks for)
+compiled by g++ as C++20 with cuda_host.h standing in for CUDA, optionally under a sanitizer."""
 import pathlib
 import shutil
 import subprocess
@@ -19,25 +19,31 @@ def compiler():
     return shutil.which("g++")
 
 
-def build(out_dir, source=SOURCE, names=None, sanitizer=None, block=HOST_BLOCK):
-    """Compile `source` with the kernel instances `names` (all by default) into a shared
-    library in `out_dir`; `sanitizer` is None, "thread" or "address". Returns its path."""
+def build(out_dir, sanitizer=None, altered=None, block=HOST_BLOCK):
+    """Compile batch_norm.cu, every kernel instance, into a shared library in `out_dir`;
+    `sanitizer` is None, "thread" or "address". `altered` maps namespaces to (path of an altered
+    copy of the .cu, kernel instances to register): their kernels are launched as
+    "namespace::name". Returns the library's path."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = kernel_names() if names is None else names
-    (out_dir / "kernels.inc").write_text("".join(f'BN_KERNEL("{n}", {n})\n' for n in names))
+    sources = [f'#include "{SOURCE}"\n']
+    kernels = [f'BN_KERNEL("{n}", {n})\n' for n in kernel_names()]
+    for namespace, (path, names) in (altered or {}).items():
+        sources.append(f'namespace {namespace} {{\n#include "{pathlib.Path(path).resolve()}"\n}}\n')
+        kernels += [f'BN_KERNEL("{namespace}::{n}", {namespace}::{n})\n' for n in names]
+    (out_dir / "sources.inc").write_text("".join(sources))
+    (out_dir / "kernels.inc").write_text("".join(kernels))
     library = out_dir / f"cuda_host_{sanitizer or 'plain'}.so"
-    command = [compiler(), "-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread",
+    command = [compiler(), "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread",
                "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",  # CUDA's #pragma unroll
                "-I", str(HERE / "include"), "-I", str(out_dir),
                "-include", str(HERE / "cuda_host.h"), f"-DBN_BLOCK={block}",
-               f'-DBN_SOURCE="{pathlib.Path(source).resolve()}"', str(HERE / "launch.cpp"),
-               "-o", str(library)]
-    if sanitizer:
-        command += [f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer"]
+               str(HERE / "launch.cpp"), "-o", str(library)]
+    if sanitizer:   # line tables (-g1) give the reports file:line at a fraction of -g's cost
+        command += [f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer", "-g1"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise BuildError(f"g++ failed on {source}:\n{result.stderr[-4000:]}")
+        raise BuildError(f"g++ failed:\n{result.stderr[-4000:]}")
     return library
 
 

@@ -3,7 +3,8 @@
 Used in-process by tests/test_cuda_host.py and, for sanitizer builds (whose runtime must be
 preloaded into a fresh Python), as a script:
 
-    python -m cuda_host.checks LIBRARY [CASE_ID ...]     (from tests/; exit status 1 on failure)
+    python -m cuda_host.checks LIBRARY[:NAMESPACE] [CASE_ID ...]
+                                    (from tests/; exit status 1 on failure)
 """
 import dataclasses
 import sys
@@ -212,10 +213,12 @@ def run_case(kernels, case, seed=0):
 
 
 def main(argv):
-    """Run the cases named in argv[1:] (all sanitizer cases by default) on library argv[0]."""
+    """Run the cases named in argv[1:] (all sanitizer cases by default) on library argv[0],
+    written path[:namespace] to run an altered copy's kernels."""
     from .harness import host_kernels
 
-    kernels = host_kernels(argv[0])
+    library, _, namespace = argv[0].partition(":")
+    kernels = host_kernels(library, namespace or None)
     cases = [CASES_BY_ID[i] for i in argv[1:]] or SANITIZER_CASES
     failures = 0
     for case in cases:

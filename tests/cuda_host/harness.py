@@ -16,10 +16,12 @@ class HostLaunchError(RuntimeError):
 
 
 class HostLauncher:
-    """launch(name, grid, block, args) for a library built by build.py. Keeps a log of
-    (name, grid) per launch for tests that check the plan."""
+    """launch(name, grid, block, args) for a library built by build.py, running the kernels of
+    `namespace` (an altered copy) or the unmodified ones. Keeps a log of (name, grid) per
+    launch for tests that check the plan."""
 
-    def __init__(self, path):
+    def __init__(self, path, namespace=None):
+        self.prefix = f"{namespace}::" if namespace else ""
         self.lib = ctypes.CDLL(str(path))
         self.lib.cuda_host_launch.argtypes = [ctypes.c_char_p] + [ctypes.c_uint] * 6 + [
             ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
@@ -33,8 +35,8 @@ class HostLauncher:
         pointers = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
         grid3, block3 = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
         message = ctypes.create_string_buffer(1024)
-        status = self.lib.cuda_host_launch(name.encode(), *grid3, *block3, pointers, message,
-                                           len(message))
+        status = self.lib.cuda_host_launch((self.prefix + name).encode(), *grid3, *block3,
+                                           pointers, message, len(message))
         self.log.append((name, grid3))
         if status != 0:
             raise HostLaunchError(f"{name} grid {grid3} block {block3}: "
@@ -48,10 +50,11 @@ class HostBatchNorm(CudaBatchNorm):
     storage = {**STORAGE, "uint16": ("__nv_bfloat16", "float32")}
 
 
-def host_kernels(library, target_blocks=8, min_work=1):
-    """The batch-norm kernel object backed by `library`. Small targets and min_work=1 make even
-    small test inputs split each channel over several blocks."""
-    launcher = HostLauncher(library)
+def host_kernels(library, namespace=None, target_blocks=8, min_work=1):
+    """The batch-norm kernel object backed by `library` (the kernels of `namespace`, if given).
+    Small targets and min_work=1 make even small test inputs split each channel over several
+    blocks."""
+    launcher = HostLauncher(library, namespace)
     kernels = HostBatchNorm(numpy, launcher, target_blocks=target_blocks, block=launcher.block,
                             min_work=min_work)
     kernels.launcher = launcher

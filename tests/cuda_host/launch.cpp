@@ -1,14 +1,16 @@
 // The host-emulation library: a .cu compiled by g++ with cuda_host.h, and one C entry point that
 // launches a kernel instance by its name expression ("bn_apply<float, 4>").
 //
-// build.py compiles this file with -include cuda_host.h, -I include (stand-in CUDA headers),
-// -DBN_SOURCE="<path of the .cu>" and -I <build dir> holding the generated kernels.inc: one line
-// BN_KERNEL("name", name) per template instance to register.
+// build.py compiles this file with -include cuda_host.h, -I include (stand-in CUDA headers) and
+// -I <build dir>, which holds two generated files: sources.inc includes the unmodified .cu and,
+// each in a namespace of its own, any altered copies a test wants in the same library;
+// kernels.inc has one line BN_KERNEL("name", name) per template instance to register
+// ("bn_apply<float, 4>", "altered::bn_apply<float, 4>").
 #include <cstddef>
 #include <cstring>
 #include <string>
 
-#include BN_SOURCE
+#include "sources.inc"
 
 namespace {
 
