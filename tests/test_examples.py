@@ -157,3 +157,46 @@ def test_population_stats(tmp_path):
     # one step in, the running averages are still 90% the initial (0, 1): precise BN wins
     _, running, precise, gap = rows[0]
     assert precise > running and gap > 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# caffe_bn_import.py
+
+
+def test_caffe_bn_import(tmp_path):
+    out = run_example("caffe_bn_import.py", cwd=tmp_path)
+    s = float(re.search(r"s = ([\d.]+) after (\d+) steps", out).group(1))
+    assert 1 < s < 20                     # a real BVLC snapshot: mean * s, var * s with s != 1
+    assert "moving_average_fraction 0.999 is momentum 0.001" in out
+    table = out.split("(PyTorch's names):\n")[1].split("  largest")[0].splitlines()[1:]
+    assert [row.split()[0] for row in table] == ["running_mean", "running_var", "weight", "bias"]
+    for row in table:
+        columns = [numbers(c) for c in re.findall(r"\[[^\]]*\]", row)]
+        assert len(columns) == 3 and columns[0] == columns[1] == columns[2]
+    for phrase in ("between the three", "computed from the batches", "bvlc vs nvcaffe"):
+        line = next(line for line in out.splitlines() if phrase in line)
+        assert all(v < 1e-5 for v in numbers(line.split(":", 1)[1])), line
+    assert "BatchNorm 3 blobs + Scale 2 blobs (s = 1)" in out
+    assert "BatchNorm 5 blobs (correction = 1)" in out
+    assert numbers(line_with(out, "max |from_bvlc(to_bvlc"))[-1] == 0
+
+
+def test_caffe_state_loads_into_torch_with_the_same_outputs():
+    """The converted state uses PyTorch's names and meaning: torch's BatchNorm2d agrees."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import caffe_bn_import as example
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    rng = np.random.default_rng(1)
+    batches = [rng.standard_normal((4, example.CHANNELS, 3, 3)).astype(np.float32) * 2 + 1
+               for _ in range(5)]
+    gamma, beta = rng.standard_normal((2, example.CHANNELS)).astype(np.float32)
+    state = mg.nn.caffe.from_bvlc(example.bvlc_training(batches), [gamma, beta])
+    reference = torch.nn.BatchNorm2d(example.CHANNELS, eps=example.EPS).eval()
+    reference.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    x = rng.standard_normal((2, example.CHANNELS, 4, 4)).astype(np.float32)
+    with mg.no_grad():
+        ours = example.layer_from(state)(mg.tensor(x)).numpy()
+    np.testing.assert_allclose(ours, reference(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-5)
