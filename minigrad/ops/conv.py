@@ -11,8 +11,10 @@ cols (C*kh*kw, Ho*Wo*N) (layout in window.py) and the weight viewed as W (O, C*k
 Speed. When the contraction C*kh*kw is short (a first layer: 25 for 1 x 5 x 5), one GEMM over
 all Ho*Wo*N columns streams a matrix far larger than the cache and OpenBLAS runs it at a
 fraction of its speed; the products are then done per output row (a batched matmul over Ho
-groups of Wo*N columns, each small enough for the small-matrix kernels). Either way the column
-order stays (Ho, Wo, N), so the NCHW result is a transposed view, not a copy.
+groups of Wo*N columns, each small enough for the small-matrix kernels). Either way the products
+are written (with matmul's out=) into one (O, Ho, Wo, N) array, so the NCHW result is a
+transposed view, not a copy, and the layers after it (batch norm, ReLU, pooling, the next im2col)
+work on that channels-first layout without reordering it.
 """
 from .. import autograd
 from .base import Op
@@ -52,22 +54,20 @@ class Conv2d(Op):
         cols = sliding_windows(ctx.xp, x, kernel, stride, padding)
         cols = cols.reshape(-1, ho * wo * n)   # the one im2col copy
         groups = ho if cols.shape[0] < SHORT_CONTRACTION else 1
-        out = weight.reshape(o, -1) @ _grouped(cols, groups)           # (groups, O, columns)
+        out = ctx.xp.empty((o, ho * wo * n), dtype=ctx.xp.result_type(weight.dtype, cols.dtype))
+        ctx.xp.matmul(weight.reshape(o, -1), _grouped(cols, groups), out=_grouped(out, groups))
         if bias is not None:
             out += bias.reshape(o, 1)
         ctx.kernel, ctx.stride, ctx.padding, ctx.groups = kernel, stride, padding, groups
         ctx.save(x, weight, cols)
-        # (groups, O, Ho/groups, Wo, N) -> (N, O, Ho, Wo): a view, since groups or Ho/groups is 1
-        return out.reshape(groups, o, ho // groups, wo, n).transpose(4, 1, 0, 2, 3).reshape(
-            n, o, ho, wo)
+        return out.reshape(o, ho, wo, n).transpose(3, 0, 1, 2)   # (N, O, Ho, Wo), a view
 
     @staticmethod
     def backward(ctx, g):
         x, weight, cols = ctx.saved
         (n, o, ho, wo), groups = g.shape, ctx.groups
-        # g in the forward output's layout, (groups, O, columns): free when g kept that layout
-        g3 = g.reshape((n, o, groups, ho // groups, wo)).permute(2, 1, 3, 4, 0).reshape(
-            (groups, o, -1))
+        # g as (groups, O, columns) like the forward's product: free when g kept that layout
+        g3 = _grouped(g.permute(1, 2, 3, 0).reshape((o, -1)), groups)
         needs = ctx.needs_input_grad
         dx = dw = db = None
         if needs[0]:
