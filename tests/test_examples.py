@@ -3,6 +3,7 @@
 Each example runs as a subprocess, the way a reader runs it, from a scratch folder; the checks
 read its output and recompute the key numbers independently (PyTorch or NumPy as the oracle).
 """
+import importlib.util
 import os
 import pathlib
 import re
@@ -26,6 +27,14 @@ def run_example(name, *args, cwd):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def import_example(name):
+    """An example file as a module (its main() does not run)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def numbers(text):
@@ -62,11 +71,7 @@ def test_custom_op(tmp_path):
 
 def test_custom_op_gradcheck_catches_a_wrong_backward():
     """The check the example relies on can fail: a wrong derivative does not pass."""
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        import custom_op
-    finally:
-        sys.path.remove(str(EXAMPLES))
+    custom_op = import_example("custom_op")
 
     class Wrong(custom_op.Softplus):
         @staticmethod
@@ -183,11 +188,7 @@ def test_caffe_bn_import(tmp_path):
 
 def test_caffe_state_loads_into_torch_with_the_same_outputs():
     """The converted state uses PyTorch's names and meaning: torch's BatchNorm2d agrees."""
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        import caffe_bn_import as example
-    finally:
-        sys.path.remove(str(EXAMPLES))
+    example = import_example("caffe_bn_import")
     rng = np.random.default_rng(1)
     batches = [rng.standard_normal((4, example.CHANNELS, 3, 3)).astype(np.float32) * 2 + 1
                for _ in range(5)]
