@@ -201,3 +201,22 @@ def test_caffe_state_loads_into_torch_with_the_same_outputs():
         ours = example.layer_from(state)(mg.tensor(x)).numpy()
     np.testing.assert_allclose(ours, reference(torch.tensor(x)).detach().numpy(),
                                rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the same examples on the GPU, unchanged
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["custom_op.py", "normalize_only.py"])
+def test_examples_run_unchanged_on_the_gpu(name, tmp_path):
+    try:
+        mg.get_backend("cuda")
+    except mg.DeviceError as error:
+        pytest.skip(f"no usable GPU: {error}")
+    cpu = run_example(name, cwd=tmp_path)
+    gpu = run_example(name, "--device", "cuda", cwd=tmp_path)
+    assert gpu.splitlines()[0] == cpu.splitlines()[0]
+    np.testing.assert_allclose(numbers(gpu)[:40], numbers(cpu)[:40], rtol=1e-4, atol=1e-5)
+    if name == "custom_op.py":
+        assert "gradcheck        True" in gpu and "gradgradcheck    True" in gpu
