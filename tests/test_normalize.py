@@ -339,7 +339,7 @@ def test_kernel_contract_running_update_matches_the_shared_rule():
     np.testing.assert_allclose(rstd, 1 / np.sqrt(x.var(axis=(0, 2)) + 1e-5), rtol=1e-5)
 
 
-@pytest.mark.parametrize("block", [1, 7, 100, None])
+@pytest.mark.parametrize("block", [1, 7, 9, 100, 130, None])
 def test_block_size_changes_nothing_but_rounding(block):
     """The block loops (one block or many, a short last block) give the whole-array result."""
     x, g, gamma, beta = _batch_norm_inputs((9, 3, 4, 5), 1, "affine")
