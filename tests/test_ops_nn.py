@@ -182,6 +182,12 @@ def test_max_pool_padding_never_wins_over_negative_values():
                        lambda t: F.max_pool2d(t, 2, 2, 1), [x])
 
 
+def test_max_pool_of_integers_without_padding():
+    x = rng(14).integers(-50, 50, size=(2, 3, 4, 6))
+    expected = x.reshape(2, 3, 2, 2, 3, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(mg.ops.max_pool2d(mg.tensor(x), 2).numpy(), expected)
+
+
 def test_pooling_lenet_shapes_in_float32():
     x = rng(11).standard_normal((64, 6, 28, 28)).astype(np.float32)
     for kind in POOLS:

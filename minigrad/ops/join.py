@@ -87,10 +87,10 @@ def pad_pairs(op, pad_width, ndim):
 
 
 def constant_pad(xp, x, pairs, value):
-    """x surrounded by `value`: (before, after) extra elements per axis, in a fresh C-ordered
-    array (returned as it is when there is nothing to pad and x is already C-contiguous)."""
-    if not any(before or after for before, after in pairs) and x.flags.c_contiguous:
-        return x
+    """x surrounded by `value`: (before, after) extra elements per axis, in a C-ordered array
+    (x itself when there is nothing to pad and x already is one)."""
+    if not any(before or after for before, after in pairs):
+        return xp.ascontiguousarray(x)
     shape = tuple(n + before + after for n, (before, after) in zip(x.shape, pairs))
     out = xp.full(shape, value, dtype=x.dtype)
     out[interior(pairs, x.shape)] = x

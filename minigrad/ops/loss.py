@@ -76,8 +76,12 @@ class CrossEntropy(Op):
             log_probs = LogSoftmax.apply(logits, axis=1)
         xp, (n, classes) = ctx.xp, logits.shape
         onehot = (xp.arange(classes) == target.data[:, None]).astype(logits.dtype)
-        scale = g.reshape((n, 1)) if ctx.reduction == "none" else \
-            g * (1.0 / n) if ctx.reduction == "mean" else g
+        if ctx.reduction == "none":
+            scale = g.reshape((n, 1))
+        elif ctx.reduction == "mean":
+            scale = g * (1.0 / n)
+        else:
+            scale = g
         return (log_probs.exp() - onehot) * scale, None
 
 
