@@ -42,10 +42,8 @@ EARLY_RETURN = ("  acc = block_welford(acc);",
 MISSING_BARRIERS = {
     "no_barrier_block_welford": ("    shared_m2[warp] = a.m2;\n  }\n  __syncthreads();",
                                  "    shared_m2[warp] = a.m2;\n  }"),
-    "no_barrier_stats_rows": (
-        "partials[3 * gridDim.y * channels + pack * VEC + v] = shift[v];\n  }\n"
-        "  __syncthreads();",
-        "partials[3 * gridDim.y * channels + pack * VEC + v] = shift[v];\n  }"),
+    "no_barrier_stats_rows": ("= to_acc(shift.v[v]);\n    }\n  }\n  __syncthreads();",
+                              "= to_acc(shift.v[v]);\n    }\n  }"),
 }
 _LOOP = ("for (unsigned j = begin + threadIdx.x; j {} end; j += BN_BLOCK) {{\n"
          "    const unsigned row = j / inner_packs, col = j - row * inner_packs;\n"

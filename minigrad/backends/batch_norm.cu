@@ -228,9 +228,10 @@ bn_stats_planar(const T* __restrict__ x, unsigned channels, unsigned inner_packs
 // Rows layout. The block is lanes_c (a power of two <= 32) channel packs wide and
 // BN_BLOCK / lanes_c rows tall; grid = (ceil(C / VEC / lanes_c), S), block (b, s) covers rows
 // [s*chunk, (s+1)*chunk). Rows that share a warp merge by shuffles, warps through shared memory.
-// A channel's shift is its value in row 0.
+// A channel's shift is its value in row 0. (Asking for two resident blocks per multiprocessor
+// lets ptxas use the registers the 16-bit, 8-wide instances need instead of spilling.)
 template <typename T, int VEC>
-__global__ void __launch_bounds__(BN_BLOCK)
+__global__ void __launch_bounds__(BN_BLOCK, 2)
 bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigned lanes_c,
               unsigned chunk, typename AccOf<T>::type* __restrict__ partials) {
   typedef typename AccOf<T>::type Acc;
@@ -242,21 +243,21 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
   const unsigned pack = blockIdx.x * lanes_c + tx;
   const unsigned begin = blockIdx.y * chunk, end = bn_min(begin + chunk, rows);
 
-  // Welford per channel of the pack; the count is shared by the VEC channels.
-  Acc n = Acc(0), mean[VEC], m2[VEC], shift[VEC];
+  // Welford per channel of the pack; the count is shared by the VEC channels. The shifts stay
+  // packed in T (fewer registers) until used.
+  Acc n = Acc(0), mean[VEC], m2[VEC];
 #pragma unroll
-  for (int v = 0; v < VEC; ++v) mean[v] = m2[v] = shift[v] = Acc(0);
+  for (int v = 0; v < VEC; ++v) mean[v] = m2[v] = Acc(0);
+  Pack<T, VEC> shift = {};
   if (pack < row_packs) {
-    const Pack<T, VEC> first = packs[pack];
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) shift[v] = to_acc(first.v[v]);
+    shift = packs[pack];
     for (unsigned r = begin + ty; r < end; r += row_step) {
       const Pack<T, VEC> p = packs[(bn_offset)r * row_packs + pack];
       n += Acc(1);
       const Acc inv_n = Acc(1) / n;
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        const Acc value = to_acc(p.v[v]) - shift[v], delta = value - mean[v];
+        const Acc value = to_acc(p.v[v]) - to_acc(shift.v[v]), delta = value - mean[v];
         mean[v] += delta * inv_n;
         m2[v] += delta * (value - mean[v]);
       }
@@ -287,7 +288,9 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
   }
   if (blockIdx.y == 0 && ty == 0 && pack < row_packs) {
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) partials[3 * gridDim.y * channels + pack * VEC + v] = shift[v];
+    for (int v = 0; v < VEC; ++v) {
+      partials[3 * gridDim.y * channels + pack * VEC + v] = to_acc(shift.v[v]);
+    }
   }
   __syncthreads();
   // One thread per channel of the block merges the warps in order.
