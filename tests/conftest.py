@@ -15,3 +15,15 @@ os.environ.setdefault("MINIGRAD_DATA", str(ROOT.parent / "shared" / "data"))
 def _seed():
     mg.manual_seed(0)
     np.random.seed(0)
+
+
+@pytest.fixture(scope="module")
+def torch_single_thread():
+    """For modules comparing against torch on tiny tensors: torch's intra-op thread pool adds
+    only hand-off latency there, and a lot of it on a busy machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

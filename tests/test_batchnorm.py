@@ -15,15 +15,7 @@ import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad import nn
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_single_thread():
-    """Tiny tensors: torch's thread pool only adds hand-off latency (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
+pytestmark = pytest.mark.usefixtures("torch_single_thread")   # tiny tensors
 
 PARAM_SETS = {"affine": (True, True), "scale": (True, False), "center": (False, True),
               "none": (False, False)}

@@ -7,14 +7,7 @@ import torch
 import minigrad as mg
 from minigrad import nn
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
+pytestmark = pytest.mark.usefixtures("torch_single_thread")   # tiny tensors
 
 def _data(shape, seed):
     r = np.random.default_rng(400 + seed)

@@ -14,15 +14,7 @@ import torch
 import minigrad as mg
 from minigrad.ops.batch_norm_kernel import ArrayBatchNorm, update_running_stats
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_single_thread():
-    """Tiny tensors: torch's thread pool only adds hand-off latency (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
+pytestmark = pytest.mark.usefixtures("torch_single_thread")   # tiny tensors
 
 RNG_SEED = 1234
 

@@ -161,34 +161,24 @@ class _BatchNorm(Module):
         return text + f"; {self.update_rule()}"
 
 
-class BatchNorm1d(_BatchNorm):
-    """Batch norm over (N, C) or (N, C, L) input, per channel (axis 1):
+_LAYER_DOC = """Batch norm over {shape} input, per channel (axis 1):
     y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
     updates the buffers with the unbiased batch variance,
         running = (1 - momentum) * running + momentum * batch
     (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
     average); evaluation uses the running statistics. See the module docstring for the rest."""
 
+
+class BatchNorm1d(_BatchNorm):
+    __doc__ = _LAYER_DOC.format(shape="(N, C) or (N, C, L)")
     _dims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch norm over (N, C, H, W) input, per channel (axis 1):
-    y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
-    updates the buffers with the unbiased batch variance,
-        running = (1 - momentum) * running + momentum * batch
-    (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
-    average); evaluation uses the running statistics. See the module docstring for the rest."""
-
+    __doc__ = _LAYER_DOC.format(shape="(N, C, H, W)")
     _dims = (4,)
 
 
 class BatchNorm3d(_BatchNorm):
-    """Batch norm over (N, C, D, H, W) input, per channel (axis 1):
-    y = (x - mean) / sqrt(var + eps) * weight + bias. Training uses the batch's statistics and
-    updates the buffers with the unbiased batch variance,
-        running = (1 - momentum) * running + momentum * batch
-    (momentum=None: running = running + (batch - running) / num_batches_tracked, the cumulative
-    average); evaluation uses the running statistics. See the module docstring for the rest."""
-
+    __doc__ = _LAYER_DOC.format(shape="(N, C, D, H, W)")
     _dims = (5,)
