@@ -5,18 +5,17 @@ The format follows the file's extension:
     .safetensors   the safetensors format (a JSON header, then raw little-endian bytes)
     .npz           NumPy's zip of .npy files, read with allow_pickle=False
 
-Saving is atomic: the bytes go to a temporary file in the same directory, are flushed and
-fsync'ed, and only then renamed over `path` (`os.replace`, atomic on POSIX and Windows). A crash
-or an exception mid-write leaves any earlier file under `path` as it was, and no temporary behind.
+Saving is atomic (see `minigrad.atomic`): a crash or an exception mid-write leaves any earlier
+file under `path` as it was, and no temporary behind.
 """
 import os
-import uuid
 import zipfile
 
 import numpy
 import safetensors
 import safetensors.numpy
 
+from .atomic import atomic_write
 from .tensor import Tensor
 
 
@@ -96,36 +95,7 @@ def save(state, path):
     path = os.fspath(path)
     write, _ = _FORMATS[_format(path, "save")]
     arrays = _as_arrays(state)
-    directory, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-    # os.open with mode 0o666 lets the umask decide permissions, like a plain open() would.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                         | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            write(arrays, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-    _sync_directory(directory)
-
-
-def _sync_directory(directory):
-    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+    atomic_write(path, lambda file: write(arrays, file))
 
 
 def load(path):

@@ -265,14 +265,14 @@ def test_verify_accepts_canonical_md5_or_content_sha256():
 
 def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
     target = tmp_path / "sub" / "file.gz"
-    download_module.atomic_write(target, b"first")
+    download_module.write_file(target, b"first")
     assert target.read_bytes() == b"first"
 
     def crash(source, destination):
         raise OSError("disk full")
-    monkeypatch.setattr(download_module.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
-        download_module.atomic_write(target, b"second")
+        download_module.write_file(target, b"second")
     assert target.read_bytes() == b"first"
     assert [p.name for p in target.parent.iterdir()] == ["file.gz"]
 

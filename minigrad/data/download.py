@@ -10,9 +10,9 @@ import http.client
 import os
 import pathlib
 import sys
-import tempfile
 import urllib.request
 
+from ..atomic import atomic_write
 from .idx import IDXError, decompress
 
 TIMEOUT = 10.0  # seconds per network operation: an unreachable mirror fails fast
@@ -50,21 +50,11 @@ def verify(data, md5=None, raw_sha256=None):
                         f"found md5 {found_md5} and content sha256 {found_sha256}")
 
 
-def atomic_write(path, data):
-    """Write `data` to `path` through a temporary file in the same folder and `os.replace`."""
+def write_file(path, data):
+    """Write `data` to `path` atomically, creating the folder if needed."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a data cache is not
-        os.replace(temporary, path)
-    except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda file: file.write(data))
 
 
 def download(name, folder, mirrors, md5=None, raw_sha256=None):
@@ -83,7 +73,7 @@ def download(name, folder, mirrors, md5=None, raw_sha256=None):
             failures.append(f"  {url}: {error}")
             continue
         try:
-            atomic_write(path, data)
+            write_file(path, data)
         except OSError as error:
             raise DownloadError(f"downloaded {url} but could not write {path}: {error}") from error
         return path
