@@ -90,3 +90,59 @@ def test_local_memory_fails_the_build(tmp_path):
     result = _compile(tmp_path, "sm_80", altered, kernel_names("float"))
     assert result.returncode != 0
     assert "Local memory" in result.stdout + result.stderr
+
+
+def _nvrtc():
+    """libnvrtc through ctypes (a CUDA toolkit's, or the pip wheel CuPy finds), or None."""
+    import ctypes
+    import ctypes.util
+
+    candidates = [ctypes.util.find_library("nvrtc"), "/usr/local/cuda/lib64/libnvrtc.so"]
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        candidates.insert(0, load_nvidia_dynamic_lib("nvrtc").abs_path)
+    except Exception:   # pathfinder absent, or it found no NVRTC
+        pass
+    for candidate in filter(None, candidates):
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_nvrtc_compiles_each_module_as_cupy_loads_it(arch):
+    """The RawModule route: NVRTC, one program per input type, the kernels found by their name
+    expressions. NVRTC prints nothing, not even a warning."""
+    import ctypes
+
+    nvrtc = _nvrtc()
+    if nvrtc is None:
+        pytest.skip("libnvrtc not found")
+    include = next((d for d in (pathlib.Path(NVCC).resolve().parent.parent / "include",
+                                pathlib.Path("/usr/local/cuda/include"))
+                    if (d / "cuda_fp16.h").exists()), None)
+    if include is None:
+        pytest.skip("the CUDA headers (cuda_fp16.h) were not found")
+    for ctype in ("float", "__half", "__nv_bfloat16", "double"):
+        program = ctypes.c_void_p()
+        assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), SOURCE.read_bytes(),
+                                        b"batch_norm.cu", 0, None, None) == 0
+        names = kernel_names(ctype)
+        for name in names:
+            assert nvrtc.nvrtcAddNameExpression(program, name.encode()) == 0
+        options = [b"-std=c++17", f"-DBN_BLOCK={BLOCK}".encode(),
+                   f"--gpu-architecture={arch}".encode(), f"-I{include}".encode()]
+        status = nvrtc.nvrtcCompileProgram(program, len(options),
+                                           (ctypes.c_char_p * len(options))(*options))
+        size = ctypes.c_size_t()
+        nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetProgramLog(program, log)
+        assert status == 0 and not log.value.strip(), log.value.decode()
+        for name in names:
+            lowered = ctypes.c_char_p()
+            assert nvrtc.nvrtcGetLoweredName(program, name.encode(), ctypes.byref(lowered)) == 0
+            assert lowered.value
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
