@@ -161,10 +161,12 @@ class Node:
         return grads if isinstance(grads, tuple) else (grads,)
 
     def release(self):
-        """Drop what backward needed; walking this node again is an error. The inputs stay, so
-        the shape of the graph can still be shown (minigrad.viz)."""
+        """Drop what backward needed; walking this node again is an error. Inputs made by other
+        ops are swapped for data-free stand-ins (same shape, dtype and place in the graph), so
+        the activations they held are freed while the graph can still be shown (minigrad.viz)."""
         self.ctx = None
         self._saved_sources = ()
+        self.inputs = tuple(t if t._node is None else t._without_data() for t in self.inputs)
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"

@@ -84,6 +84,14 @@ class Tensor:
         t.requires_grad, t._node, t._index = True, node, index
         return t
 
+    def _without_data(self):
+        """A stand-in with this tensor's shape, dtype and graph position but no memory of its
+        own: a broadcast view of a single zero."""
+        xp = self._backend.xp
+        t = Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype), self.shape), self._backend)
+        t.requires_grad, t._node, t._index = self.requires_grad, self._node, self._index
+        return t
+
     # ------------------------------------------------------------------ properties
     shape = property(lambda self: self.data.shape)   # a tuple, on NumPy and CuPy alike
     ndim = property(lambda self: self.data.ndim)
