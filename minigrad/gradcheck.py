@@ -97,18 +97,22 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
 
 
 def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exception=True):
-    """gradcheck of the first derivative: checks second derivatives through create_graph."""
+    """Second derivatives: gradcheck of the vector-Jacobian product (x, v) -> v^T J_fn(x),
+    built with create_graph=True. Checking it against v as well as x also covers ops whose first
+    derivative does not depend on x (linear ops such as sum, reshape or matmul in one argument)."""
     inputs = _prepare(_as_tuple(inputs))
+    outputs = [o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.requires_grad]
     rng = numpy.random.default_rng(seed + 1)
-    state = rng.bit_generator.state
+    vectors = [Tensor(rng.standard_normal(o.shape), requires_grad=True) for o in outputs]
+    count = len(inputs)
 
     @autograd.enable_grad()   # the first derivative needs the tape, even inside gradcheck's loss
-    def first_derivative(*args):
-        rng.bit_generator.state = state   # the same projection on every call
-        outputs = [o for o in _as_tuple(fn(*args)) if isinstance(o, Tensor) and o.requires_grad]
-        projections = [Tensor(rng.standard_normal(o.shape)) for o in outputs]
-        wrt = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
-        grads = autograd.grad(outputs, wrt, projections, create_graph=True, allow_unused=True)
+    def vector_jacobian_product(*args):
+        xs, vs = args[:count], args[count:]
+        outs = [o for o in _as_tuple(fn(*xs)) if isinstance(o, Tensor) and o.requires_grad]
+        wrt = [a for a in xs if isinstance(a, Tensor) and a.requires_grad]
+        grads = autograd.grad(outs, wrt, list(vs), create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_derivative, inputs, eps, atol, rtol, seed, raise_exception)
+    return gradcheck(vector_jacobian_product, inputs + vectors, eps, atol, rtol, seed,
+                     raise_exception)
