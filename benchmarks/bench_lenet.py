@@ -55,15 +55,16 @@ def torch_lenet5(torch, bn):
     )
 
 
-def openblas_threads():
-    """NumPy's OpenBLAS thread count, or None when it cannot be asked."""
-    import numpy
-    folder = pathlib.Path(numpy.__file__).parent.parent / "numpy.libs"
+def openblas_threads(set_to=None):
+    """NumPy's OpenBLAS thread count (after setting it to `set_to`, if given), or None when the
+    library cannot be found (NumPy built against another BLAS)."""
+    folder = pathlib.Path(np.__file__).parent.parent / "numpy.libs"
     for path in glob.glob(str(folder / "libscipy_openblas*.so")):
         library = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
-            if hasattr(library, name):
-                return getattr(library, name)()
+        if set_to is not None and hasattr(library, "scipy_openblas_set_num_threads64_"):
+            library.scipy_openblas_set_num_threads64_(set_to)
+        if hasattr(library, "scipy_openblas_get_num_threads64_"):
+            return library.scipy_openblas_get_num_threads64_()
     return None
 
 
@@ -136,6 +137,9 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for both PyTorch and NumPy's OpenBLAS (default: PyTorch's "
+                             "default, which OpenBLAS is set to as well)")
     parser.add_argument("--no-torch", action="store_true", help="time minigrad alone")
     parser.add_argument("--no-malloc-tuning", action="store_true")
     args = parser.parse_args(argv)
@@ -149,14 +153,18 @@ def main(argv=None):
     mg.manual_seed(0)
     model = lenet5(args.bn)
     steppers = {"minigrad": minigrad_stepper(model, batches)}
+    threads = args.threads
     if not args.no_torch:
         import torch
+        if threads is not None:
+            torch.set_num_threads(threads)
+        threads = torch.get_num_threads()
         reference = torch_lenet5(torch, args.bn)
         reference.load_state_dict({k: torch.from_numpy(v.copy())
                                    for k, v in model.state_dict().items()})
         steppers["pytorch"] = torch_stepper(torch, reference, batches)
         print(f"torch {torch.__version__}: {torch.get_num_threads()} threads")
-    print(f"numpy {np.__version__}: OpenBLAS threads {openblas_threads()}; "
+    print(f"numpy {np.__version__}: OpenBLAS threads {openblas_threads(threads)}; "
           f"{os.cpu_count()} CPUs; bn={args.bn}, batch {args.batch_size}, float32")
     print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
 

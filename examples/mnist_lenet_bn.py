@@ -229,7 +229,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", default="runs/mnist_lenet_bn",
                         help="folder for the checkpoint and the PNG of the curves")
     parser.add_argument("--limit", type=int, default=None,
-                        help="train on the first N training images only (quick runs, tests)")
+                        help="use only the first N images of each split (quick runs, tests)")
     parser.add_argument("--plain", action="store_true",
                         help="one line per epoch instead of a progress bar")
     parser.add_argument("--no-malloc-tuning", action="store_true",
@@ -243,7 +243,7 @@ def main(argv=None):
     mg.manual_seed(args.seed)
     root = None if args.data is None else pathlib.Path(args.data) / "mnist"
     train_set = load_mnist(root, True, args.limit)
-    test_set = load_mnist(root, False)
+    test_set = load_mnist(root, False, args.limit)
     train_loader = mg.data.DataLoader(train_set, args.batch_size, shuffle=True, drop_last=True,
                                       seed=args.seed, device=args.device)
     # eval mode: large batches (the answer does not depend on them); train mode: the training
