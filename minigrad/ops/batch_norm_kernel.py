@@ -150,12 +150,15 @@ class ArrayBatchNorm:
         (C, 1) column makes NumPy run one short inner loop per (row, channel), at about half
         speed; a contiguous (1, C, cols) row of the repeated values lets it run one long loop per
         row. Worth building when the row is reused for four rows or more."""
-        xp = self.xp
         uses = x3.shape[0] * (x3.shape[2] // shape[2])
         if uses < 4:
             return [v[:, None] for v in vectors]
-        return [xp.ascontiguousarray(xp.broadcast_to(v[:, None], (1,) + shape[1:]))
-                for v in vectors]
+        rows = []
+        for v in vectors:
+            row = self.xp.empty((1,) + shape[1:], v.dtype)
+            row[0] = v[:, None]
+            rows.append(row)
+        return rows
 
     @staticmethod
     def _fit(spread, block):
