@@ -101,7 +101,7 @@ def test_cases_cover_every_kernel_instance_and_layout(kernels):
     """Plans only (the launcher records, runs nothing): the cases reach every kernel instance,
     split channels over several blocks and use several channel blocks in the rows layout."""
     log = []
-    kernels._launch = lambda name, grid, block, args: log.append((name, grid))
+    kernels._launch = lambda ctype, name, grid, block, args: log.append((name, grid))
     for case in checks.CASES:
         axis = case.axis % len(case.shape)
         x = checks.to_storage(numpy.zeros(case.shape), case.dtype)
@@ -161,7 +161,7 @@ def test_bad_inputs_are_clear_errors(kernels):
     with pytest.raises(ValueError, match="gradient has shape"):
         kernels.backward(x[:1], x, x[0, :, 0], x[0, :, 0], None, 1, True, False, False)
     with pytest.raises(HostLaunchError, match="no kernel instance named"):
-        kernels.launcher("bn_apply<int, 1>", (1,), (kernels.block,), ())
+        kernels.launcher("int", "bn_apply<int, 1>", (1,), (kernels.block,), ())
 
 
 # ---------------------------------------------------------------- altered kernels fail

@@ -315,7 +315,8 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
 
 // One thread per channel: merge the S partial triples in order (deterministic), add back the
 // shift, then the statistics, the running averages and the coefficients of y = a*x + b. gamma,
-// beta and the running buffers may be null. With M = 1 the unbiased variance is 0/0 = NaN, as in NumPy.
+// beta and the running buffers may be null. With M = 1 the unbiased variance is 0/0 = NaN, as
+// in NumPy.
 template <typename Acc>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,

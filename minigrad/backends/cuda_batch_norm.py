@@ -115,11 +115,13 @@ class _Plan:
 class CudaBatchNorm:
     """Batch norm through the kernels of batch_norm.cu (see the module docstring).
 
-    launch(name, grid, block, args) runs the kernel instance `name`; `xp` allocates arrays
-    (cupy on the GPU). `target_blocks` is how many blocks a reduction aims for (a few per
-    multiprocessor): a channel's values are split over several blocks when there are fewer
-    channels than that, each block getting at least `min_work` loads per thread (0: no such
-    floor, so a small channel may leave blocks empty, which tests use).
+    launch(ctype, name, grid, block, args) runs the kernel instance `name` of the module for
+    input type `ctype` ("float", "__half", ...); `xp` allocates arrays (cupy on the GPU).
+    `target_blocks` is how many blocks a reduction aims for (a few per multiprocessor): a
+    channel's values are split over several blocks when there are fewer channels than that,
+    each block getting at least `min_work` loads per thread (0: no such floor, so a small
+    channel may leave blocks empty, which tests use). `block` must be the BN_BLOCK the kernels
+    were compiled with.
     """
 
     storage = STORAGE
@@ -133,12 +135,11 @@ class CudaBatchNorm:
 
     @classmethod
     def for_cupy(cls, cupy):
-        """The kernels compiled by NVRTC for the current device (one module per input type,
-        compiled on first use and cached on disk by CuPy)."""
+        """The kernels compiled by NVRTC for the current device: one module per input type,
+        compiled on its first use (CuPy caches it on disk)."""
         modules = {}
 
-        def launch(name, grid, block, args):
-            ctype = next(c for c, _ in STORAGE.values() if f"<{c}," in name or f"<{c}>" in name)
+        def launch(ctype, name, grid, block, args):
             module = modules.get(ctype)
             if module is None:
                 module = modules[ctype] = cupy.RawModule(
@@ -146,9 +147,8 @@ class CudaBatchNorm:
                     name_expressions=kernel_names(ctype))
             module.get_function(name)(grid, block, args)
 
-        device = cupy.cuda.Device()
-        multiprocessors = device.attributes["MultiProcessorCount"]
-        return cls(cupy, launch, target_blocks=4 * multiprocessors)
+        multiprocessors = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        return cls(cupy, launch, target_blocks=4 * multiprocessors, block=BLOCK)
 
     # ------------------------------------------------------------------ argument helpers
     def _input(self, op, name, array, dtype, channels):
@@ -171,8 +171,8 @@ class CudaBatchNorm:
                             f"{type(array).__name__} {array.dtype} {tuple(array.shape)}")
         return array
 
-    def _run(self, name, grid, args):
-        self._launch(name, grid, (self.block,), args)
+    def _run(self, plan, name, grid, args):
+        self._launch(plan.ctype, name, grid, (self.block,), args)
 
     def _channel_grid(self, plan):
         return (_ceil_div(plan.channels, self.block),)
@@ -209,7 +209,8 @@ class CudaBatchNorm:
             name = plan.name(kernel + "_rows")
         size = (3 * splits + 1) * c if kernel == "bn_stats" else 2 * splits * c
         partials = xp.empty(size, plan.acc)
-        self._run(name, grid, (*arrays, numpy.uint32(c), *map(numpy.uint32, layout), partials))
+        self._run(plan, name, grid,
+                  (*arrays, numpy.uint32(c), *map(numpy.uint32, layout), partials))
         return partials, splits
 
     # ------------------------------------------------------------------ the kernel contract
@@ -228,7 +229,7 @@ class CudaBatchNorm:
         stats = xp.empty((3, c), acc)
         mean, var, rstd = stats
         coef = xp.empty((2, c), acc)
-        self._run(plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
+        self._run(plan, plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count),
             plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef,
             _or_null(running_mean), _or_null(running_var), plan.scalar(factor)))
@@ -246,13 +247,13 @@ class CudaBatchNorm:
         if params[0] is None or params[1] is None:
             raise ValueError(f"{op}: the inference form needs both mean and var")
         coef = xp.empty((2, c), acc)
-        self._run(plan.acc_name("bn_infer_coeffs"), self._channel_grid(plan), (
+        self._run(plan, plan.acc_name("bn_infer_coeffs"), self._channel_grid(plan), (
             *map(_or_null, params), numpy.uint32(c), plan.scalar(eps), coef))
         self._apply(plan, x, y, coef)
         return y
 
     def _apply(self, plan, x, y, coef):
-        self._run(plan.name("bn_apply"), self._elementwise_grid(plan), (
+        self._run(plan, plan.name("bn_apply"), self._elementwise_grid(plan), (
             x, y, coef, numpy.uint32(plan.total // plan.vec), numpy.uint32(plan.inner),
             numpy.uint32(plan.channels)))
 
@@ -274,11 +275,11 @@ class CudaBatchNorm:
         dgamma = xp.empty(c, acc) if need_dgamma else None
         dbeta = xp.empty(c, acc) if need_dbeta else None
         coef = xp.empty((3, c), acc) if need_dx else None
-        self._run(plan.acc_name("bn_bwd_finalize"), self._channel_grid(plan), (
+        self._run(plan, plan.acc_name("bn_bwd_finalize"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count), rstd,
             _or_null(gamma), _or_null(dgamma), _or_null(dbeta), _or_null(coef)))
         if need_dx:
-            self._run(plan.name("bn_bwd_dx"), self._elementwise_grid(plan), (
+            self._run(plan, plan.name("bn_bwd_dx"), self._elementwise_grid(plan), (
                 g, x, dx, coef, mean, numpy.uint32(plan.total // plan.vec),
                 numpy.uint32(plan.inner), numpy.uint32(c)))
         return dx, dgamma, dbeta

@@ -93,7 +93,9 @@ inline float __bfloat162float(__nv_bfloat16 b) {
 
 inline __nv_bfloat16 __float2bfloat16_rn(float v) {
   std::uint32_t u = std::bit_cast<std::uint32_t>(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{static_cast<std::uint16_t>((u >> 16) | 0x40u)};
+  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
+    return __nv_bfloat16{static_cast<std::uint16_t>((u >> 16) | 0x40u)};
+  }
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
   return __nv_bfloat16{static_cast<std::uint16_t>(u >> 16)};
 }

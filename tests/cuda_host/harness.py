@@ -16,9 +16,9 @@ class HostLaunchError(RuntimeError):
 
 
 class HostLauncher:
-    """launch(name, grid, block, args) for a library built by build.py, running the kernels of
-    `namespace` (an altered copy) or the unmodified ones. Keeps a log of (name, grid) per
-    launch for tests that check the plan."""
+    """launch(ctype, name, grid, block, args) for a library built by build.py (which holds every
+    input type, so `ctype` picks nothing), running the kernels of `namespace` (an altered copy)
+    or the unmodified ones. Keeps a log of (name, grid) per launch for tests of the plan."""
 
     def __init__(self, path, namespace=None):
         self.prefix = f"{namespace}::" if namespace else ""
@@ -29,7 +29,7 @@ class HostLauncher:
         self.block = self.lib.cuda_host_block_size()
         self.log = []
 
-    def __call__(self, name, grid, block, args):
+    def __call__(self, ctype, name, grid, block, args):
         values = [ctypes.c_void_p(a.ctypes.data) if isinstance(a, numpy.ndarray)
                   else _C_SCALARS[type(a)](a) for a in args]
         pointers = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))

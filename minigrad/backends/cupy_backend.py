@@ -1,0 +1,22 @@
+"""The GPU backend: CuPy arrays on the current CUDA device, plus the fused batch-norm kernels.
+
+Imported only when a tensor asks for device "cuda" (backends/__init__.py first checks that CuPy
+imports and sees a GPU, and says which is missing), so minigrad never needs CuPy otherwise.
+"""
+import cupy
+
+from .base import Backend
+from .cuda_batch_norm import CudaBatchNorm
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+    device = "cuda"
+    xp = cupy
+
+    def __init__(self):
+        super().__init__()
+        self.kernels["batch_norm"] = CudaBatchNorm.for_cupy(cupy)
+
+    def to_numpy(self, array):
+        return array.get()
