@@ -5,6 +5,7 @@ from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enab
 from .backends import DeviceError, get_backend
 from .creation import (arange, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                        rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from .dlpack import from_dlpack
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
 from . import viz
