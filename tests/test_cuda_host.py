@@ -11,14 +11,15 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import numpy
 import pytest
 
 from cuda_host import build, checks
 from cuda_host.checks import Case, run_case
-from cuda_host.harness import HostLaunchError, host_kernels
-from minigrad.backends.cuda_batch_norm import SOURCE, kernel_names
+from cuda_host.harness import HostLauncher, HostLaunchError, host_kernels
+from minigrad.backends.cuda_batch_norm import SOURCE, CudaBatchNorm, kernel_names
 
 TESTS = pathlib.Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -137,6 +138,39 @@ def test_misaligned_and_strided_inputs_take_the_scalar_path(kernels):
     y2, mean2, _, _ = kernels.forward_train(transposed, None, None, 1, 1e-5)
     numpy.testing.assert_allclose(y2, y, rtol=1e-6, atol=1e-6)
     numpy.testing.assert_allclose(mean2, mean, rtol=1e-6, atol=1e-7)
+
+
+def test_for_cupy_compiles_one_module_per_input_type(libraries, monkeypatch):
+    """CudaBatchNorm.for_cupy, the GPU's entry point, with a stand-in CuPy: NumPy arrays and a
+    RawModule whose functions run the host library."""
+    from minigrad.backends import cuda_batch_norm
+
+    launcher = HostLauncher(libraries[None].result())
+    monkeypatch.setattr(cuda_batch_norm, "BLOCK", launcher.block)
+    compiled = []
+
+    class RawModule:
+        def __init__(self, code, options, name_expressions):
+            assert code == SOURCE.read_text()
+            compiled.append((options, name_expressions))
+            self.names = name_expressions
+
+        def get_function(self, name):
+            assert name in self.names
+            return lambda grid, block, args: launcher(None, name, grid, block, args)
+
+    device = types.SimpleNamespace(attributes={"MultiProcessorCount": 2})
+    cupy = types.SimpleNamespace(RawModule=RawModule, ndarray=numpy.ndarray,
+                                 cuda=types.SimpleNamespace(Device=lambda: device),
+                                 **{name: getattr(numpy, name)
+                                    for name in ("ascontiguousarray", "empty", "empty_like")})
+    kernels = CudaBatchNorm.for_cupy(cupy)
+    for case in (Case((4, 3, 8, 8), 1), Case((3, 5, 7, 8), 3, "float16"),
+                 Case((6, 3, 100), 1, "float16")):
+        run_case(kernels, case)
+    assert [names for _, names in compiled] == [kernel_names("float"), kernel_names("__half")]
+    assert all(f"-DBN_BLOCK={launcher.block}" in options for options, _ in compiled)
+    assert kernels.target_blocks == 8 and kernels.block == launcher.block
 
 
 def test_nothing_asked_nothing_launched(kernels):
