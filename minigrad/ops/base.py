@@ -56,18 +56,32 @@ class Op:
         arrays = [x.data for x in inputs]
         result = cls.forward(ctx, *arrays, **attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
+        is_tuple = type(result) is tuple
+        outputs = tuple(_backend_array(out, backend, cls) for out in result) if is_tuple else (
+            _backend_array(result, backend, cls),)
         if not recording:
-            if type(result) is tuple:
-                return tuple(Tensor._wrap(out, backend) for out in result)
-            return Tensor._wrap(result, backend)
-        outputs = result if type(result) is tuple else (result,)
+            wrapped = tuple(Tensor._wrap(out, backend) for out in outputs)
+            return wrapped if is_tuple else wrapped[0]
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
         wrapped = tuple(Tensor._from_node(out, node, i) if _differentiable(out, ctx)
                         else Tensor._wrap(out, backend) for i, out in enumerate(outputs))
         tape = autograd._state.tape
         if tape is not None:
             tape.append(node, wrapped, attrs)
-        return wrapped if type(result) is tuple else wrapped[0]
+        return wrapped if is_tuple else wrapped[0]
+
+
+def _backend_array(output, backend, op):
+    """forward's output as an array of `backend`. NumPy turns full reductions into scalars,
+    which become 0-d arrays again; anything else (say, a NumPy array from an op on the GPU that
+    called numpy instead of ctx.xp) is a clear error."""
+    if isinstance(output, backend.xp.ndarray):
+        return output
+    if type(output).__module__ == backend.xp.__name__:   # a scalar of the array module
+        return backend.xp.asarray(output)
+    raise TypeError(f"{op.name()}.forward returned a {type(output).__module__}."
+                    f"{type(output).__name__}; expected an array of the {backend.name} backend "
+                    "(write forward with ctx.xp)")
 
 
 def _differentiable(output, ctx):
