@@ -109,12 +109,14 @@ def torch_stepper(torch, model, batches, lr=0.05):
 
 
 def timed(step, start, count):
-    times = []
+    """Wall-clock and process CPU seconds of each of `count` steps."""
+    walls, cpus = [], []
     for i in range(start, start + count):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         step(i)
-        times.append(time.perf_counter() - t0)
-    return times
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return walls, cpus
 
 
 def traced_peak(step, steps=5):
@@ -133,7 +135,7 @@ def traced_peak(step, steps=5):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=200, help="timed steps per framework")
-    parser.add_argument("--chunk", type=int, default=20, help="steps per alternating chunk")
+    parser.add_argument("--chunk", type=int, default=10, help="steps per alternating chunk")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused")
@@ -170,27 +172,32 @@ def main(argv=None):
 
     for name, step in steppers.items():
         timed(step, 0, args.warmup)
-    times = {name: [] for name in steppers}
+    walls = {name: [] for name in steppers}
+    cpus = {name: [] for name in steppers}
     chunk_ratios = []
     done = 0
     while done < args.steps:
         count = min(args.chunk, args.steps - done)
         medians = {}
         for name, step in steppers.items():
-            chunk = timed(step, done, count)
-            times[name] += chunk
-            medians[name] = statistics.median(chunk)
+            wall, cpu = timed(step, done, count)
+            walls[name] += wall
+            cpus[name] += cpu
+            medians[name] = statistics.median(wall)
         if "pytorch" in medians:
             chunk_ratios.append(medians["minigrad"] / medians["pytorch"])
         done += count
 
-    for name, values in times.items():
-        print(f"{name:9s} median {1e3 * statistics.median(values):6.2f} ms/step  "
-              f"(min {1e3 * min(values):.2f}, {len(values)} steps)")
+    summary = {name: (statistics.median(walls[name]), min(walls[name]),
+                      statistics.median(cpus[name])) for name in steppers}
+    for name, (median, best, cpu) in summary.items():
+        print(f"{name:9s} median {1e3 * median:6.2f} ms/step  (min {1e3 * best:.2f}; CPU "
+              f"{1e3 * cpu:.2f} ms/step over all threads; {len(walls[name])} steps)")
     if chunk_ratios:
-        ratio = statistics.median(times["minigrad"]) / statistics.median(times["pytorch"])
-        print(f"ratio minigrad/pytorch {ratio:.2f}  (per chunk: {min(chunk_ratios):.2f} .. "
-              f"{max(chunk_ratios):.2f})")
+        ratios = [a / b for a, b in zip(summary["minigrad"], summary["pytorch"])]
+        print(f"ratio minigrad/pytorch {ratios[0]:.2f} (median step; per chunk "
+              f"{min(chunk_ratios):.2f} .. {max(chunk_ratios):.2f}); fastest step "
+              f"{ratios[1]:.2f}; CPU time {ratios[2]:.2f}")
     peak = traced_peak(steppers["minigrad"])
     print(f"minigrad peak traced memory per step: {peak / 2**20:.1f} MiB; process max RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

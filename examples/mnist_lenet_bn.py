@@ -145,10 +145,12 @@ class Progress:
             except ImportError:
                 pass
         self.start, self.examples, self.loss_sum, self.correct = time.perf_counter(), 0, 0.0, 0
+        self.step_losses = []
 
     def update(self, loss, correct, batch):
         self.examples += batch
         self.loss_sum += loss * batch
+        self.step_losses.append(loss)
         self.correct += correct
         if self.bar is not None:
             self.bar.update(1)
@@ -188,21 +190,28 @@ def train_epoch(model, loader, optimizer, schedule, progress):
 
 
 def plot_curves(history, path, title):
-    """Loss and accuracy per epoch as a PNG; False when matplotlib is not installed."""
+    """Training loss per step (and its running mean) and test accuracy per epoch, as a PNG;
+    False when matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    epochs = range(1, len(history["loss"]) + 1)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(epochs, history["loss"], marker="o")
-    left.set(xlabel="epoch", ylabel="training loss", title="loss")
-    for key, label in (("train_acc", "train (running)"), ("test_eval", "test, BN eval mode"),
-                       ("test_train", "test, BN train mode")):
+    losses = np.asarray(history["step_losses"])
+    at = np.arange(1, len(losses) + 1) * len(history["loss"]) / max(len(losses), 1)   # epochs
+    window = max(1, len(losses) // 50)
+    smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+    epochs = np.arange(1, len(history["loss"]) + 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.plot(at, losses, alpha=0.3, linewidth=0.6, label="per step")
+    left.plot(at[window - 1:], smooth, label=f"mean of {window} steps")
+    left.set(xlabel="epoch", ylabel="training loss", yscale="log", title="loss")
+    left.legend()
+    for key, label in (("train_acc", "training batches (running)"),
+                       ("test_eval", "test, BN eval mode"), ("test_train", "test, BN train mode")):
         right.plot(epochs, history[key], marker="o", label=label)
-    right.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    right.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy", xticks=epochs)
     right.legend()
     fig.suptitle(title)
     fig.tight_layout()
@@ -266,10 +275,12 @@ def main(argv=None):
           f"{len(train_loader)} steps per epoch, seed {args.seed}")
     if malloc:
         print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
-    history = {key: [] for key in ("loss", "train_acc", "test_eval", "test_train", "seconds")}
+    history = {key: [] for key in ("loss", "step_losses", "train_acc", "test_eval", "test_train",
+                                   "seconds")}
     for epoch in range(1, args.epochs + 1):
         progress = Progress(epoch, args.epochs, len(train_loader), args.plain)
         history["loss"].append(train_epoch(model, train_loader, optimizer, schedule, progress))
+        history["step_losses"] += progress.step_losses
         history["train_acc"].append(100.0 * progress.correct / max(progress.examples, 1))
         history["seconds"].append(progress.close())
         history["test_eval"].append(accuracy(model, eval_loader, "eval"))
