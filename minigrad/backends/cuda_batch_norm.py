@@ -50,15 +50,13 @@ def _vector_width(ctype):
 def kernel_names(ctype=None):
     """The template instances to compile, as NVRTC name expressions ("bn_apply<float, 4>"), for
     one storage C++ type or for all of them."""
-    ctypes = [ctype] if ctype else [c for c, _ in STORAGE.values()]
+    acc_of = dict(STORAGE.values())   # C++ storage type -> accumulation dtype name
     names = []
-    for c in ctypes:
+    for c in [ctype] if ctype else list(acc_of):
         for vec in (1, _vector_width(c)):
             names += [f"{kernel}<{c}, {vec}>" for kernel in _STORAGE_KERNELS]
-        acc = _ACC_CTYPE[dict(STORAGE.values())[c]]
-        names += [f"{kernel}<{acc}>" for kernel in _CHANNEL_KERNELS
-                  if f"{kernel}<{acc}>" not in names]
-    return list(dict.fromkeys(names))
+        names += [f"{kernel}<{_ACC_CTYPE[acc_of[c]]}>" for kernel in _CHANNEL_KERNELS]
+    return list(dict.fromkeys(names))   # the float32-accumulating types share channel kernels
 
 
 def _address(array):
