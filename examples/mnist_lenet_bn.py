@@ -19,10 +19,17 @@ statistics, what a deployed model does) and in train mode (each test batch norma
 own statistics). The train-mode pass runs on copies of the running statistics, so it does not
 disturb them. The checkpoint is reloaded into a fresh model to show it reproduces the accuracy.
 
-Speed on the CPU: NumPy hands out fresh multi-megabyte temporaries through mmap, and glibc's
-default thresholds make every step map, zero-fill and unmap them again. `tune_malloc()` raises
-glibc's mmap and trim thresholds (as the environment variables MALLOC_MMAP_THRESHOLD_ and
-MALLOC_TRIM_THRESHOLD_ would) so freed blocks are reused; pass --no-malloc-tuning to compare.
+Speed on the CPU, two process settings (printed at the start; environment variables set by the
+user win):
+- malloc: NumPy gets its multi-megabyte temporaries from glibc, whose default thresholds hand
+  them out with mmap and give freed memory back at once, so every step maps, zero-fills and
+  unmaps them again. `tune_malloc()` raises glibc's mmap and trim thresholds (what the variables
+  MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ do) so freed blocks are reused: about half
+  the CPU time per step. --no-malloc-tuning leaves glibc's defaults.
+- BLAS threads: one (OPENBLAS_NUM_THREADS=1, set before NumPy loads). Everything but the matrix
+  products runs in one thread anyway, and this network's products are small: a second BLAS
+  thread gains little on an idle machine, while on a busy one its spinning workers make each
+  product several times slower. OPENBLAS_NUM_THREADS=2 gives BLAS both cores.
 """
 import argparse
 import contextlib
@@ -34,15 +41,19 @@ import pathlib
 import sys
 import time
 
-import numpy as np
+if __name__ == "__main__":   # as a program (not when imported): before NumPy loads its BLAS
+    for _variable in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
+
+import numpy as np  # noqa: E402
 
 try:
-    import minigrad as mg
+    import minigrad as mg  # noqa: E402
 except ImportError:   # run from a checkout without installing: the package is one folder up
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     import minigrad as mg
 
-from minigrad import nn
+from minigrad import nn  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 WARMUP_STEPS = 200
@@ -273,8 +284,9 @@ def main(argv=None):
     print(f"minigrad LeNet-5, bn={args.bn}, device={args.device}, {len(train_set)} training / "
           f"{len(test_set)} test images, batch {args.batch_size}, {args.epochs} epochs, "
           f"{len(train_loader)} steps per epoch, seed {args.seed}")
-    if malloc:
-        print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
+    settings = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+                **malloc}
+    print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     history = {key: [] for key in ("loss", "step_losses", "train_acc", "test_eval", "test_train",
                                    "seconds")}
     for epoch in range(1, args.epochs + 1):
