@@ -201,12 +201,15 @@ class ArrayBatchNorm:
             n = counts[i] = block.shape[0] * block.shape[2]
             xp.einsum("pcq->c", block, out=rough, dtype=acc)
             rough /= n
-            xp.subtract(block, rough[:, None], out=centred)
+            (shift,) = self._spread([rough], block, block.shape)
+            xp.subtract(block, shift, out=centred)
             xp.einsum("pcq->c", centred, out=drift)
             xp.einsum("pcq,pcq->c", centred, centred, out=squares[i])
             drift /= n
             squares[i] -= n * drift * drift
             xp.add(rough, drift, out=means[i])
+        if len(blocks) == 1:
+            return means[0], squares[0] / counts[0]
         count = x3.shape[0] * x3.shape[2]
         mean = (counts * means).sum(axis=0) / acc.type(count)
         spread = means - mean
@@ -280,18 +283,21 @@ class ArrayBatchNorm:
         out_dtype = acc if gamma is None else gamma.dtype
         dgamma = sum_gxhat.astype(out_dtype) if need_dgamma else None
         dbeta = sum_g.astype(out_dtype) if need_dbeta else None
-        dx = from_channel_view(self._input_grad(g3, x3, mean, rstd, gamma, sum_g, sum_gxhat,
-                                                count), x.shape, order) if need_dx else None
-        return dx, dgamma, dbeta
+        if not need_dx:
+            return None, dgamma, dbeta
+        # One block: x - mean is still in the scratch buffer; otherwise centre each block again.
+        again = [(index, centred)] if len(blocks) == 1 else self._centred_blocks(x3, mean, acc)
+        dx3 = self._input_grad(g3, x3, again, rstd, gamma, sum_g, sum_gxhat, count)
+        return from_channel_view(dx3, x.shape, order), dgamma, dbeta
 
-    def _input_grad(self, g3, x3, mean, rstd, gamma, sum_g, sum_gxhat, count):
+    def _input_grad(self, g3, x3, centred_blocks, rstd, gamma, sum_g, sum_gxhat, count):
         """dx = k1 * g + k2 * (x - mean) + k3, one block at a time."""
         xp = self.xp
         a = _scale(gamma, rstd)
         k1, k2, k3 = self._spread([a, -a * rstd * sum_gxhat / count, -a * sum_g / count], x3,
                                   self._plan(x3)[0])
         dx3 = xp.empty(x3.shape, x3.dtype)
-        for index, centred in self._centred_blocks(x3, mean, mean.dtype):
+        for index, centred in centred_blocks:
             centred *= self._fit(k2, centred)
             centred += self._fit(k3, centred)
             block = dx3[index]
