@@ -192,20 +192,19 @@ class ArrayBatchNorm:
         means = xp.empty((len(blocks), channels), acc)
         squares = xp.empty((len(blocks), channels), acc)
         counts = xp.empty((len(blocks), 1), acc)
-        rough = xp.empty(channels, acc)
-        drift = xp.empty(channels, acc)
         scratch = self._scratch(shape, acc)
+        # einsum: the fastest per-channel sums in NumPy (CuPy's takes no out=, hence the copies)
         for i, index in enumerate(blocks):
             block = x3[index]
             centred = scratch[:block.shape[0], :, :block.shape[2]]
             n = counts[i] = block.shape[0] * block.shape[2]
-            xp.einsum("pcq->c", block, out=rough, dtype=acc)
+            rough = xp.einsum("pcq->c", block, dtype=acc)
             rough /= n
             (shift,) = self._spread([rough], block, block.shape)
             xp.subtract(block, shift, out=centred)
-            xp.einsum("pcq->c", centred, out=drift)
-            xp.einsum("pcq,pcq->c", centred, centred, out=squares[i])
+            drift = xp.einsum("pcq->c", centred)
             drift /= n
+            squares[i] = xp.einsum("pcq,pcq->c", centred, centred)
             squares[i] -= n * drift * drift
             xp.add(rough, drift, out=means[i])
         if len(blocks) == 1:
@@ -276,8 +275,8 @@ class ArrayBatchNorm:
         sums_gxc = xp.empty((len(blocks), channels), acc)   # sum(g * (x - mean)) per block
         for i, (index, centred) in enumerate(self._centred_blocks(x3, mean, acc)):
             block = g3[index]
-            xp.einsum("pcq->c", block, out=sums_g[i], dtype=acc)
-            xp.einsum("pcq,pcq->c", block, centred, out=sums_gxc[i], dtype=acc)
+            sums_g[i] = xp.einsum("pcq->c", block, dtype=acc)
+            sums_gxc[i] = xp.einsum("pcq,pcq->c", block, centred, dtype=acc)
         sum_g, sum_gxc = sums_g.sum(axis=0), sums_gxc.sum(axis=0)
         sum_gxhat = sum_gxc * rstd
         out_dtype = acc if gamma is None else gamma.dtype
