@@ -347,6 +347,32 @@ def test_block_size_changes_nothing_but_rounding(block):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+class _CupyLikeNumpy:
+    """NumPy with einsum restricted as CuPy documents its own: no out=, order= or casting=."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def einsum(*operands, dtype=None, optimize=False, **unsupported):
+        assert not unsupported, f"CuPy's einsum does not take {sorted(unsupported)}"
+        return np.einsum(*operands, dtype=dtype, optimize=optimize)
+
+
+@pytest.mark.parametrize("block", [None, 50])
+def test_array_kernel_keeps_to_what_cupy_supports(block):
+    x, g, gamma, beta = _batch_norm_inputs((6, 3, 4, 5), 1, "affine")
+    restricted, reference = ArrayBatchNorm(_CupyLikeNumpy(), block), ArrayBatchNorm(np, block)
+    results = []
+    for ker in (restricted, reference):
+        y, mean, var, rstd = ker.forward_train(x, gamma, beta, 1, 1e-5)
+        grads = ker.backward(g, x, mean, rstd, gamma, 1, True, True, True)
+        y_infer = ker.forward_infer(x, gamma, beta, mean, var, 1, 1e-5)
+        results.append((y, mean, var, y_infer) + grads)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_fused_errors_name_the_problem():
     x = mg.tensor(np.ones((2, 3, 4), np.float32))
     with pytest.raises(ValueError, match=r"gamma has shape \(4,\).*expected \(3,\)"):
