@@ -18,8 +18,8 @@ With track_running_stats=False there are no buffers and batch statistics are use
 
 `scale` / `center` switch weight and bias separately (both default to `affine`); an absent one
 costs nothing. `fused`: True runs `ops.fused_batch_norm` (one op), False the composition
-normalize, mul, add, "auto" the fused op where the backend has a fused kernel (the GPU). The
-results, the buffers and the state_dict are the same either way.
+normalize, mul, add, "auto" the fused op (CUDA kernels on the GPU, NumPy on the CPU: the faster
+path on both). The results, the buffers and the state_dict are the same either way.
 """
 import math
 

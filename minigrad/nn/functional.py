@@ -73,11 +73,11 @@ def _update_running(running_mean, running_var, mean, var, count, momentum):
                          momentum)
 
 
-def _use_fused(fused, input):
-    if fused == "auto":
-        return input.backend.kernel("batch_norm") is not None
-    if fused in (True, False):
-        return fused
+def _use_fused(fused):
+    """'auto' takes the fused op: every backend has one (CUDA kernels on the GPU, the array
+    implementation elsewhere) and it is the faster path on both."""
+    if fused in ("auto", True, False):
+        return fused is not False
     raise ValueError(f"batch_norm: fused must be 'auto', True or False, not {fused!r}")
 
 
@@ -92,7 +92,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         running = (1 - momentum) * running + momentum * batch.
     training=False: the running buffers are used. `weight` and `bias` are optional separately.
     `fused`: True runs `ops.fused_batch_norm` (one op), False `ops.composed_batch_norm`
-    (normalize, mul, add), "auto" the fused op where the backend has a fused kernel (the GPU);
+    (normalize, mul, add), "auto" the fused op (CUDA kernels on the GPU, NumPy on the CPU);
     the numbers are the same either way.
     """
     if input.ndim < 2:
@@ -105,7 +105,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if buffer is not None and buffer.shape != (channels,):
             raise ValueError(f"batch_norm: {name} has shape {buffer.shape}, but the input of "
                              f"shape {input.shape} has {channels} channels")
-    norm = ops.fused_batch_norm if _use_fused(fused, input) else ops.composed_batch_norm
+    norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
     if not training:
         if running_mean is None:
             raise ValueError("batch_norm: evaluation (training=False) normalizes with the running "
