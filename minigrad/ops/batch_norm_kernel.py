@@ -73,7 +73,8 @@ def _scale(gamma, rstd):
 
 def memory_order(x):
     """The axes of x from the slowest-varying in memory to the fastest, when x is a C-contiguous
-    array with its axes permuted (conv2d's NCHW output lies in memory as (C, H, W, N)); else None."""
+    array with its axes permuted (conv2d's NCHW output lies in memory as (C, H, W, N)); else
+    None."""
     order = sorted(range(x.ndim), key=lambda i: -x.strides[i])
     return order if x.transpose(order).flags.c_contiguous else None
 
