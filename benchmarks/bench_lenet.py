@@ -35,26 +35,6 @@ import minigrad as mg  # noqa: E402
 from mnist_lenet_bn import lenet5, tune_malloc  # noqa: E402
 
 
-def torch_lenet5(torch, bn):
-    """The same network in PyTorch (names and layouts match, so state dicts are exchangeable)."""
-    nn = torch.nn
-    with_bn = bn != "none"
-
-    def norm(layer, features):
-        return layer(features) if with_bn else nn.Identity()
-
-    return nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2, bias=not with_bn), norm(nn.BatchNorm2d, 6), nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5, bias=not with_bn), norm(nn.BatchNorm2d, 16), nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(400, 120, bias=not with_bn), norm(nn.BatchNorm1d, 120), nn.ReLU(),
-        nn.Linear(120, 84, bias=not with_bn), norm(nn.BatchNorm1d, 84), nn.ReLU(),
-        nn.Linear(84, 10),
-    )
-
-
 def openblas_threads(set_to=None):
     """NumPy's OpenBLAS thread count (after setting it to `set_to`, if given), or None when the
     library cannot be found (NumPy built against another BLAS)."""
@@ -68,38 +48,20 @@ def openblas_threads(set_to=None):
     return None
 
 
-def minigrad_stepper(model, batches, lr=0.05):
+def stepper(model, sgd, cross_entropy, as_tensor, batches, lr=0.05):
+    """A function step(i) that trains `model` on batch i (cycling through `batches`) with the
+    framework's SGD (Nesterov momentum; weight decay on the weights, not on BN and biases)."""
     params = dict(model.named_parameters())
-    optimizer = mg.optim.SGD(
+    optimizer = sgd(
         [{"params": [p for p in params.values() if p.ndim > 1], "weight_decay": 5e-4},
          {"params": [p for p in params.values() if p.ndim == 1], "weight_decay": 0.0}],
         lr=lr, momentum=0.9, nesterov=True)
-    data = [(mg.tensor(x), mg.tensor(y)) for x, y in batches]
+    data = [(as_tensor(x), as_tensor(y)) for x, y in batches]
     model.train()
 
     def step(i):
         images, labels = data[i % len(data)]
-        loss = mg.nn.functional.cross_entropy(model(images), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss.item()
-
-    return step
-
-
-def torch_stepper(torch, model, batches, lr=0.05):
-    params = dict(model.named_parameters())
-    optimizer = torch.optim.SGD(
-        [{"params": [p for p in params.values() if p.ndim > 1], "weight_decay": 5e-4},
-         {"params": [p for p in params.values() if p.ndim == 1], "weight_decay": 0.0}],
-        lr=lr, momentum=0.9, nesterov=True)
-    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
-    model.train()
-
-    def step(i):
-        images, labels = data[i % len(data)]
-        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss = cross_entropy(model(images), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -154,17 +116,20 @@ def main(argv=None):
                 rng.integers(0, 10, args.batch_size)) for _ in range(8)]
     mg.manual_seed(0)
     model = lenet5(args.bn)
-    steppers = {"minigrad": minigrad_stepper(model, batches)}
+    steppers = {"minigrad": stepper(model, mg.optim.SGD, mg.nn.functional.cross_entropy,
+                                    mg.tensor, batches)}
     threads = args.threads
     if not args.no_torch:
         import torch
         if threads is not None:
             torch.set_num_threads(threads)
         threads = torch.get_num_threads()
-        reference = torch_lenet5(torch, args.bn)
+        reference = lenet5(args.bn, nn=torch.nn)
         reference.load_state_dict({k: torch.from_numpy(v.copy())
                                    for k, v in model.state_dict().items()})
-        steppers["pytorch"] = torch_stepper(torch, reference, batches)
+        steppers["pytorch"] = stepper(reference, torch.optim.SGD,
+                                      torch.nn.functional.cross_entropy, torch.from_numpy,
+                                      batches)
         print(f"torch {torch.__version__}: {torch.get_num_threads()} threads")
     print(f"numpy {np.__version__}: OpenBLAS threads {openblas_threads(threads)}; "
           f"{os.cpu_count()} CPUs; bn={args.bn}, batch {args.batch_size}, float32")

@@ -59,14 +59,18 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 WARMUP_STEPS = 200
 
 
-def lenet5(bn="fused"):
-    """LeNet-5 with batch norm ("fused" or "composed" BN layers) or without it ("none")."""
+def lenet5(bn="fused", nn=nn):
+    """LeNet-5 with batch norm ("fused" or "composed" BN layers) or without it ("none").
+
+    `nn` is the layer namespace: minigrad.nn, or torch.nn for the same network in PyTorch (the
+    names, arguments and state_dict keys are the same; PyTorch has one kind of BN layer)."""
     if bn not in ("fused", "composed", "none"):
         raise ValueError(f"lenet5: bn must be 'fused', 'composed' or 'none', not {bn!r}")
     with_bn = bn != "none"
+    choice = {"fused": bn == "fused"} if nn is mg.nn else {}
 
     def norm(layer, features):
-        return layer(features, fused=(bn == "fused")) if with_bn else nn.Identity()
+        return layer(features, **choice) if with_bn else nn.Identity()
 
     return nn.Sequential(
         nn.Conv2d(1, 6, 5, padding=2, bias=not with_bn), norm(nn.BatchNorm2d, 6), nn.ReLU(),
@@ -95,7 +99,7 @@ def tune_malloc(mmap_threshold=1 << 30, trim_threshold=1 << 30):
         elif mallopt is not None and mallopt(option, value) == 1:
             in_force[name] = f"{value} (mallopt)"
         else:
-            in_force[name] = "glibc default"
+            in_force[name] = "library default (no mallopt)"
     return in_force
 
 

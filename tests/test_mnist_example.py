@@ -139,6 +139,24 @@ def test_lenet_shapes_and_bias_placement():
         example.lenet5("batch")
 
 
+def test_the_same_builder_makes_the_pytorch_network():
+    """benchmarks/bench_lenet.py builds its PyTorch model with lenet5(nn=torch.nn): same layer
+    names and shapes, so one state_dict loads into both and they compute the same function."""
+    torch = pytest.importorskip("torch")
+    mg.manual_seed(0)
+    model = example.lenet5("fused").eval()
+    twin = example.lenet5("fused", nn=torch.nn).eval()
+    state = model.state_dict()
+    assert {k: v.shape for k, v in state.items()} == \
+        {k: tuple(v.shape) for k, v in twin.state_dict().items()}
+    twin.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+    x = np.random.default_rng(0).standard_normal((3, 1, 28, 28)).astype(np.float32)
+    with torch.no_grad():
+        expected = twin(torch.from_numpy(x)).numpy()
+    with mg.no_grad():
+        np.testing.assert_allclose(model(mg.tensor(x)).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
 def run_cli(*args, cwd):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
