@@ -236,28 +236,26 @@ def plot_curves(history, path, title):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate")
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--weight-decay", type=float, default=5e-4)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused",
-                        help="batch norm as one fused op, as normalize*gamma+beta, or none")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data", default=None,
-                        help="folder with mnist/ inside (default: $MINIGRAD_DATA, else "
-                             "~/.cache/minigrad); downloaded there when missing")
-    parser.add_argument("--out", default="runs/mnist_lenet_bn",
-                        help="folder for the checkpoint and the PNG of the curves")
-    parser.add_argument("--limit", type=int, default=None,
-                        help="use only the first N images of each split (quick runs, tests)")
-    parser.add_argument("--plain", action="store_true",
-                        help="one line per epoch instead of a progress bar")
-    parser.add_argument("--no-malloc-tuning", action="store_true",
-                        help="leave glibc's malloc thresholds at their defaults")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--epochs", type=int, default=3, help="passes over the training set (default 3)")
+    add("--batch-size", type=int, default=64, help="images per step (default 64)")
+    add("--lr", type=float, default=0.1, help="peak learning rate (default 0.1)")
+    add("--momentum", type=float, default=0.9, help="Nesterov momentum (default 0.9)")
+    add("--weight-decay", type=float, default=5e-4,
+        help="on conv and linear weights, not on BN parameters and biases (default 5e-4)")
+    add("--device", choices=("cpu", "cuda"), default="cpu", help="(default cpu)")
+    add("--bn", choices=("fused", "composed", "none"), default="fused",
+        help="batch norm as one fused op, as normalize * gamma + beta, or none (default fused)")
+    add("--seed", type=int, default=0, help="weights and batch order (default 0)")
+    add("--data", default=None, help="folder with mnist/ inside (default: $MINIGRAD_DATA, else "
+                                     "~/.cache/minigrad); downloaded there when missing")
+    add("--out", default="runs/mnist_lenet_bn",
+        help="folder for the checkpoint and the PNG of the curves (default runs/mnist_lenet_bn)")
+    add("--limit", type=int, default=None,
+        help="use only the first N images of each split (quick runs, tests)")
+    add("--plain", action="store_true", help="one line per epoch instead of a progress bar")
+    add("--no-malloc-tuning", action="store_true", help="leave glibc's malloc thresholds alone")
     return parser.parse_args(argv)
 
 
