@@ -113,6 +113,16 @@ def load_mnist(root, train, limit=None):
     return mg.data.TensorDataset(images, labels)
 
 
+def sgd(model, lr, momentum, weight_decay):
+    """SGD with Nesterov momentum; weight decay on the conv and linear weights only (decaying
+    BN's gamma and beta or the biases only fights the normalization)."""
+    params = list(model.parameters())
+    return mg.optim.SGD([{"params": [p for p in params if p.ndim > 1],
+                          "weight_decay": weight_decay},
+                         {"params": [p for p in params if p.ndim == 1], "weight_decay": 0.0}],
+                        lr=lr, momentum=momentum, nesterov=momentum > 0)
+
+
 def learning_rate(step, total, peak):
     """Linear warmup over WARMUP_STEPS (shorter for short runs), then a cosine down to 0."""
     warmup = min(WARMUP_STEPS, total // 10)
@@ -240,7 +250,7 @@ def parse_args(argv=None):
     add = parser.add_argument
     add("--epochs", type=int, default=3, help="passes over the training set (default 3)")
     add("--batch-size", type=int, default=64, help="images per step (default 64)")
-    add("--lr", type=float, default=0.1, help="peak learning rate (default 0.1)")
+    add("--lr", type=float, default=0.05, help="peak learning rate (default 0.05)")
     add("--momentum", type=float, default=0.9, help="Nesterov momentum (default 0.9)")
     add("--weight-decay", type=float, default=5e-4,
         help="on conv and linear weights, not on BN parameters and biases (default 5e-4)")
@@ -274,12 +284,7 @@ def main(argv=None):
     batch_loader = mg.data.DataLoader(test_set, args.batch_size, device=args.device)
 
     model = lenet5(args.bn).to(args.device)
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim == 1 else decay).append(p)   # no weight decay on BN and biases
-    optimizer = mg.optim.SGD([{"params": decay, "weight_decay": args.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=args.lr, momentum=args.momentum, nesterov=args.momentum > 0)
+    optimizer = sgd(model, args.lr, args.momentum, args.weight_decay)
     total_steps = args.epochs * len(train_loader)
     schedule = (learning_rate(step, total_steps, args.lr) for step in range(total_steps))
 

@@ -32,14 +32,15 @@ def mnist():
 
 
 def short_run(train_set, bn, epochs=2, batch_size=32, seed=0):
-    """Train `epochs` over train_set with the example's optimizer settings and schedule; returns
-    (model, per-step losses)."""
+    """Train `epochs` over train_set with the example's default optimizer and schedule; returns
+    (model, mean training loss per epoch)."""
     mg.manual_seed(seed)
     model = example.lenet5(bn)
     loader = mg.data.DataLoader(train_set, batch_size, shuffle=True, drop_last=True, seed=seed)
-    optimizer = mg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    defaults = example.parse_args([])
+    optimizer = example.sgd(model, defaults.lr, defaults.momentum, defaults.weight_decay)
     total = epochs * len(loader)
-    schedule = (example.learning_rate(step, total, 0.1) for step in range(total))
+    schedule = (example.learning_rate(step, total, defaults.lr) for step in range(total))
     losses = []
     for _ in range(epochs):
         progress = example.Progress(1, 1, len(loader), plain=True)
