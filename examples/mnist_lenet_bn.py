@@ -24,8 +24,8 @@ user win):
 - malloc: NumPy gets its multi-megabyte temporaries from glibc, whose default thresholds hand
   them out with mmap and give freed memory back at once, so every step maps, zero-fills and
   unmaps them again. `tune_malloc()` raises glibc's mmap and trim thresholds (what the variables
-  MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ do) so freed blocks are reused: about half
-  the CPU time per step. --no-malloc-tuning leaves glibc's defaults.
+  MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ do) so freed blocks are reused, which
+  saves about 40% of a step's time. --no-malloc-tuning leaves glibc's defaults.
 - BLAS threads: one (OPENBLAS_NUM_THREADS=1, set before NumPy loads). Everything but the matrix
   products runs in one thread anyway, and this network's products are small: a second BLAS
   thread gains little on an idle machine, while on a busy one its spinning workers make each
