@@ -33,7 +33,8 @@ class LogSoftmax(Op):
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_targets(xp, logits, target):
+def _check_targets(logits, target):
+    """A clear error unless `target` holds one valid class index per row of `logits`."""
     if logits.ndim != 2:
         raise ValueError(f"cross_entropy: logits must be 2-D (N, C), got shape {logits.shape}")
     if target.dtype.kind not in "iu":
@@ -58,7 +59,7 @@ class CrossEntropy(Op):
             raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, "
                              f"got {reduction!r}")
         xp = ctx.xp
-        _check_targets(xp, logits, target)
+        _check_targets(logits, target)
         log_probs = _log_softmax(xp, logits, 1)
         losses = -xp.take_along_axis(log_probs, target[:, None], axis=1)[:, 0]
         ctx.reduction = reduction
