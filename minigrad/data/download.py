@@ -7,7 +7,6 @@ processes download at once or the download is interrupted.
 """
 import hashlib
 import http.client
-import os
 import pathlib
 import sys
 import urllib.request
