@@ -7,7 +7,7 @@ rules of `tensor` (see minigrad/tensor.py).
 import numpy
 
 from .backends import get_backend
-from .tensor import Tensor
+from .tensor import Tensor, shape_from_args
 
 _generator = numpy.random.default_rng()
 
@@ -39,23 +39,20 @@ def from_numpy(array):
     return Tensor(array)
 
 
-def _shape(shape):
-    """`f(2, 3)` and `f((2, 3))` both mean the shape (2, 3)."""
-    return tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
-
-
 def _made(array, backend, requires_grad):
     return Tensor(array, requires_grad=requires_grad, device=backend.device)
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
     backend = get_backend(device)
-    return _made(backend.xp.zeros(_shape(shape), dtype or "float32"), backend, requires_grad)
+    array = backend.xp.zeros(shape_from_args(shape), dtype or "float32")
+    return _made(array, backend, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
     backend = get_backend(device)
-    return _made(backend.xp.ones(_shape(shape), dtype or "float32"), backend, requires_grad)
+    array = backend.xp.ones(shape_from_args(shape), dtype or "float32")
+    return _made(array, backend, requires_grad)
 
 
 def full(shape, value, dtype=None, device=None, requires_grad=False):
@@ -63,7 +60,8 @@ def full(shape, value, dtype=None, device=None, requires_grad=False):
     0.5 -> float32) unless given."""
     backend = get_backend(device)
     dtype = dtype or Tensor(value).dtype
-    return _made(backend.xp.full(_shape((shape,)), value, dtype), backend, requires_grad)
+    array = backend.xp.full(shape_from_args((shape,)), value, dtype)
+    return _made(array, backend, requires_grad)
 
 
 def zeros_like(t, dtype=None, requires_grad=False):
@@ -88,12 +86,14 @@ def _random(samples, dtype, device, requires_grad):
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (drawn on the CPU from the seeded generator)."""
-    return _random(_generator.standard_normal(_shape(shape)), dtype, device, requires_grad)
+    samples = _generator.standard_normal(shape_from_args(shape))
+    return _random(samples, dtype, device, requires_grad)
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (drawn on the CPU from the seeded generator)."""
-    return _random(_generator.random(_shape(shape)), dtype, device, requires_grad)
+    samples = _generator.random(shape_from_args(shape))
+    return _random(samples, dtype, device, requires_grad)
 
 
 def randn_like(t, dtype=None, requires_grad=False):

@@ -40,6 +40,12 @@ def _as_array(data, dtype, device, copy):
     return array, backend
 
 
+def shape_from_args(args):
+    """The shape meant by a call's positional arguments: `f(2, 3)` and `f((2, 3))` both mean
+    (2, 3)."""
+    return tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+
+
 def _check_can_require_grad(dtype, what):
     if dtype.kind != "f":
         raise TypeError(f"{what}: only floating-point tensors can require grad, not {dtype}; "
@@ -257,8 +263,7 @@ class Tensor:
     def all(self): return bool(self.data.all())
 
     def reshape(self, *shape):
-        return ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int)
-                           else shape)
+        return ops.reshape(self, shape_from_args(shape))
 
     view = reshape
 
@@ -269,8 +274,7 @@ class Tensor:
         return self.reshape(shape[:start_dim] + (-1,) + shape[end:])
 
     def permute(self, *axes):
-        return ops.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
-                             else axes)
+        return ops.transpose(self, shape_from_args(axes))
 
     def transpose(self, dim0=None, dim1=None):
         """Reverse all axes (no arguments) or swap two, as in PyTorch."""
@@ -286,8 +290,7 @@ class Tensor:
     def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
 
     def expand(self, *shape):
-        return self.broadcast_to(shape[0] if len(shape) == 1 and not isinstance(shape[0], int)
-                                 else shape)
+        return self.broadcast_to(shape_from_args(shape))
 
     # ------------------------------------------------------------------ display
     def __repr__(self):
