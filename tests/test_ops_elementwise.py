@@ -176,6 +176,11 @@ def test_where_shape_mismatch_names_the_op():
         mg.ops.where(np.ones((2, 3), bool), mg.zeros(2, 3), mg.zeros(4, 3))
 
 
+def test_where_condition_shape_mismatch_names_the_op():
+    with pytest.raises(ValueError, match=r"where: shapes \(3,\) and \(2, 1\) and \(2, 4\)"):
+        mg.ops.where(np.ones(3, bool), mg.zeros(2, 1), mg.zeros(2, 4))
+
+
 # ------------------------------------------------------------------------- gradcheck itself
 
 class _BadSquare(Op):

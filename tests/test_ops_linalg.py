@@ -33,7 +33,8 @@ def test_matmul_gradient_only_where_needed():
     assert a.grad.shape == (2, 3) and b.grad is None
 
 
-@pytest.mark.parametrize("a, b", [((2, 3), (4, 5)), ((3,), (4,)), ((), (3,))], ids=str)
+@pytest.mark.parametrize("a, b", [((2, 3), (4, 5)), ((3,), (4,)), ((), (3,)),
+                                  ((2, 3, 4), (5, 4, 2))], ids=str)
 def test_matmul_shape_mismatch_names_the_op_and_shapes(a, b):
     with pytest.raises(ValueError, match=r"matmul: shapes"):
         mg.ops.matmul(mg.zeros(*a), mg.zeros(*b))

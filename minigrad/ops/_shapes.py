@@ -1,4 +1,6 @@
-"""Shape helpers shared by the ops: axis normalization and the one gradient-unbroadcast rule."""
+"""Shape helpers shared by the ops: axis normalization, the broadcasting check and the one
+gradient-unbroadcast rule."""
+import itertools
 
 
 def normalize_axes(op, axis, ndim):
@@ -14,6 +16,17 @@ def normalize_axes(op, axis, ndim):
     if len(set(result)) != len(result):
         raise ValueError(f"{op}: axis {axis} names an axis twice")
     return tuple(sorted(result))
+
+
+def broadcast_clash(*shapes):
+    """The lengths that stop `shapes` from broadcasting together, or None when they do (NumPy's
+    rule: shapes aligned from the right; along each axis the lengths are equal or 1)."""
+    for lengths in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
+        distinct = set(lengths)
+        distinct.discard(1)
+        if len(distinct) > 1:
+            return sorted(distinct)
+    return None
 
 
 def kept_shape(shape, axes):

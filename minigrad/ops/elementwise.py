@@ -4,17 +4,22 @@ Each backward is the chain rule for one function, written with tensor ops so tha
 differentiated again; `unbroadcast` sums a gradient back to the shape of a broadcast input.
 """
 from ..tensor import Tensor
-from ._shapes import unbroadcast
+from ._shapes import broadcast_clash, unbroadcast
 from .base import Op, lift
 
 
+def _check_broadcast(op, *arrays):
+    """A ValueError naming `op` and the shapes unless the arrays broadcast together."""
+    clash = broadcast_clash(*(x.shape for x in arrays))
+    if clash:
+        raise ValueError(f"{op}: shapes {' and '.join(str(x.shape) for x in arrays)} do not "
+                         f"broadcast together (lengths {' and '.join(map(str, clash))} differ "
+                         "and only a length of 1 stretches)")
+
+
 def _remember_shapes(ctx, op, a, b):
-    """Keep both input shapes for `unbroadcast`, after checking that they broadcast (NumPy's
-    rule: aligned from the right, two lengths match or one of them is 1)."""
-    for m, n in zip(reversed(a.shape), reversed(b.shape)):
-        if m != n and m != 1 and n != 1:
-            raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast together "
-                             f"(lengths {m} and {n} differ and neither is 1)")
+    """Keep both input shapes for `unbroadcast`, after checking that they broadcast."""
+    _check_broadcast(op, a, b)
     ctx.shapes = a.shape, b.shape
 
 
@@ -229,7 +234,8 @@ class Where(Op):
 
     @staticmethod
     def forward(ctx, condition, a, b):
-        _remember_shapes(ctx, "where", a, b)
+        _check_broadcast("where", condition, a, b)
+        ctx.shapes = a.shape, b.shape
         ctx.condition = condition
         return ctx.xp.where(condition, a, b)
 

@@ -1,5 +1,5 @@
 """Matrix product."""
-from ._shapes import unbroadcast
+from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 
 
@@ -15,6 +15,10 @@ class MatMul(Op):
         if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last axis "
                              "of the first must equal the second-to-last of the second")
+        batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+        if broadcast_clash(batch_a, batch_b):
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: their batch "
+                             f"dimensions {batch_a} and {batch_b} do not broadcast together")
         ctx.save(a, b)
         return ctx.xp.matmul(a, b)
 
