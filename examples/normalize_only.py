@@ -22,7 +22,8 @@ def gradients_allocated(leaves):
 
 
 def run(batch_norm, x_data, g_data, use_gamma, use_beta, device):
-    """Forward + backward of one batch norm; returns (outputs, tape length, leaves)."""
+    """Forward + backward of one batch norm; returns (y, gradients by leaf name, tape length,
+    leaves)."""
     x = mg.tensor(x_data, requires_grad=True, device=device)
     gamma = mg.tensor(np.linspace(0.5, 2.0, x_data.shape[1]), dtype="float32",
                       requires_grad=True, device=device) if use_gamma else None
@@ -73,6 +74,7 @@ def main():
             print(f"   {'yes' if use_gamma else '-':<7}{'yes' if use_beta else '-':<7}"
                   f"{nodes_c:<10}{nodes_f:<8}{dy:<14.2e}{dgrad:<17.2e}"
                   f"{gradients_allocated(leaves)}")
+
 
 if __name__ == "__main__":
     main()
