@@ -94,7 +94,7 @@ def main():
         ours, theirs = getattr(region, name).grad.numpy(), getattr(loop, name).grad.numpy()
         print(f"  max |d{name}_region - d{name}_loop| = {np.abs(ours - theirs).max():.2e}"
               "   (shared: summed over the bands)")
-    (fused_layer, y_f, _), _, _ = runs["region_layer", True]
+    (_, y_f, _), _, _ = runs["region_layer", True]
     print(f"  max |y_region_fused - y_region|  = {np.abs(y_f.numpy() - y_r.numpy()).max():.2e}")
     print("\nrunning statistics kept:")
     print(f"  RegionBatchNorm2d: running_mean {region.running_mean.shape} -- one per channel "
@@ -114,6 +114,7 @@ def main():
                   f"{seconds * 1e3:8.1f} ms")
         ratio = runs["slice_and_concatenate", fused][1] / runs["region_layer", fused][1]
         print(f"  {'':42s} {'':9s} loop / region = {ratio:.2f}x")
+
 
 if __name__ == "__main__":
     main()
