@@ -1,6 +1,6 @@
 """LeNet-5 + BatchNorm training step: minigrad against PyTorch (CPU), in one process.
 
-    python benchmarks/bench_lenet.py                 # 200 timed steps each, chunks of 20
+    python benchmarks/bench_lenet.py                 # 200 timed steps each, chunks of 10
     python benchmarks/bench_lenet.py --steps 400 --bn composed
 
 Both frameworks train the same network (examples/mnist_lenet_bn.py, starting from the same
