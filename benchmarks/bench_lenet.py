@@ -32,7 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
 import minigrad as mg  # noqa: E402
-from mnist_lenet_bn import lenet5, tune_malloc  # noqa: E402
+from mnist_lenet_bn import lenet5, sgd, tune_malloc  # noqa: E402
 
 
 def openblas_threads(set_to=None):
@@ -48,14 +48,11 @@ def openblas_threads(set_to=None):
     return None
 
 
-def stepper(model, sgd, cross_entropy, as_tensor, batches, lr=0.05):
+def stepper(model, optim, cross_entropy, as_tensor, batches, lr=0.05):
     """A function step(i) that trains `model` on batch i (cycling through `batches`) with the
-    framework's SGD (Nesterov momentum; weight decay on the weights, not on BN and biases)."""
-    params = dict(model.named_parameters())
-    optimizer = sgd(
-        [{"params": [p for p in params.values() if p.ndim > 1], "weight_decay": 5e-4},
-         {"params": [p for p in params.values() if p.ndim == 1], "weight_decay": 0.0}],
-        lr=lr, momentum=0.9, nesterov=True)
+    example's SGD from the framework's `optim` (Nesterov momentum; weight decay on the weights,
+    not on BN and biases)."""
+    optimizer = sgd(model, lr, momentum=0.9, weight_decay=5e-4, optim=optim)
     data = [(as_tensor(x), as_tensor(y)) for x, y in batches]
     model.train()
 
@@ -116,7 +113,7 @@ def main(argv=None):
                 rng.integers(0, 10, args.batch_size)) for _ in range(8)]
     mg.manual_seed(0)
     model = lenet5(args.bn)
-    steppers = {"minigrad": stepper(model, mg.optim.SGD, mg.nn.functional.cross_entropy,
+    steppers = {"minigrad": stepper(model, mg.optim, mg.nn.functional.cross_entropy,
                                     mg.tensor, batches)}
     threads = args.threads
     if not args.no_torch:
@@ -127,7 +124,7 @@ def main(argv=None):
         reference = lenet5(args.bn, nn=torch.nn)
         reference.load_state_dict({k: torch.from_numpy(v.copy())
                                    for k, v in model.state_dict().items()})
-        steppers["pytorch"] = stepper(reference, torch.optim.SGD,
+        steppers["pytorch"] = stepper(reference, torch.optim,
                                       torch.nn.functional.cross_entropy, torch.from_numpy,
                                       batches)
         print(f"torch {torch.__version__}: {torch.get_num_threads()} threads")

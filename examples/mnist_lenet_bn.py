@@ -113,14 +113,16 @@ def load_mnist(root, train, limit=None):
     return mg.data.TensorDataset(images, labels)
 
 
-def sgd(model, lr, momentum, weight_decay):
+def sgd(model, lr, momentum, weight_decay, optim=mg.optim):
     """SGD with Nesterov momentum; weight decay on the conv and linear weights only (decaying
-    BN's gamma and beta or the biases only fights the normalization)."""
+    BN's gamma and beta or the biases only fights the normalization).
+
+    `optim` is the optimizer namespace: minigrad.optim, or torch.optim for the PyTorch twin."""
     params = list(model.parameters())
-    return mg.optim.SGD([{"params": [p for p in params if p.ndim > 1],
-                          "weight_decay": weight_decay},
-                         {"params": [p for p in params if p.ndim == 1], "weight_decay": 0.0}],
-                        lr=lr, momentum=momentum, nesterov=momentum > 0)
+    return optim.SGD([{"params": [p for p in params if p.ndim > 1],
+                       "weight_decay": weight_decay},
+                      {"params": [p for p in params if p.ndim == 1], "weight_decay": 0.0}],
+                     lr=lr, momentum=momentum, nesterov=momentum > 0)
 
 
 def learning_rate(step, total, peak):
