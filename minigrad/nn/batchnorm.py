@@ -133,11 +133,11 @@ class _BatchNorm(Module):
                                             self._stat_unit)
         if not (self.training and self.track_running_stats):
             return self._normalize(input, 0.0)
-        self.num_batches_tracked.data[...] += 1
+        self.num_batches_tracked.data += 1   # in place on the 0-d array
         try:
             return self._normalize(input, self._factor(count))
         except Exception:
-            self.num_batches_tracked.data[...] -= 1   # the batch was not used
+            self.num_batches_tracked.data -= 1   # the batch was not used
             raise
 
     def update_rule(self):

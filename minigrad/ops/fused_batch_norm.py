@@ -17,6 +17,7 @@ differentiable (create_graph=True), and in the inference form, backward differen
 composed formula instead, so higher derivatives come out right.
 """
 from .. import autograd
+from ..tensor import Tensor
 from .base import Op
 from .batch_norm_kernel import array_kernel
 from .normalize import normalize
@@ -44,8 +45,6 @@ def _channel_view_shape(shape, axis):
 def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
     """Batch norm as normalize, then multiply by gamma, then add beta (each step skipped when its
     parameter is None). Returns (y, batch_mean, batch_var) with (C,) statistics."""
-    from ..tensor import Tensor
-
     x = x if isinstance(x, Tensor) else Tensor(x)
     axis = _channel_axis("composed_batch_norm", x.shape, axis)
     axes = tuple(i for i in range(x.ndim) if i != axis)
@@ -65,8 +64,6 @@ def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, v
 
 def _viewed(name, vector, view, like):
     """A (C,) parameter or statistic as a tensor shaped `view`, e.g. (1, C, 1, 1)."""
-    from ..tensor import Tensor
-
     if not isinstance(vector, Tensor):
         vector = Tensor(vector, device=like.device)
     channels = max(view)   # the view is all ones but the channel axis
@@ -126,8 +123,8 @@ class FusedBatchNorm(Op):
             g.data, inputs["x"].data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
             ctx.axis, wants["x"], wants.get("gamma", False), wants.get("beta", False))
         grads = {"x": dx, "gamma": dgamma, "beta": dbeta}
-        return tuple(None if grads[name] is None else _wrap(grads[name], g)
-                     for name in ("x",) + ctx.parts)
+        return tuple([None if grads[name] is None else Tensor._wrap(grads[name], ctx.backend)
+                      for name in ("x",) + ctx.parts])
 
     @staticmethod
     def _composed_backward(ctx, g, inputs):
@@ -142,12 +139,6 @@ class FusedBatchNorm(Op):
                               create_graph=autograd.is_grad_enabled(), allow_unused=True)
         found = dict(zip(wanted, grads))
         return tuple(found.get(name) for name in names)
-
-
-def _wrap(array, like):
-    from ..tensor import Tensor
-
-    return Tensor._wrap(array, like.backend)
 
 
 def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
