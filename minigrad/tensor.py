@@ -278,8 +278,11 @@ class Tensor:
 
     def transpose(self, dim0=None, dim1=None):
         """Reverse all axes (no arguments) or swap two, as in PyTorch."""
-        if dim0 is None:
+        if dim0 is None and dim1 is None:
             return ops.transpose(self)
+        if dim0 is None or dim1 is None:
+            raise TypeError(f"transpose: give no axes (reverse them all) or two axes to swap, "
+                            f"got dim0={dim0}, dim1={dim1} (tensor of shape {self.shape})")
         return self.swapaxes(dim0, dim1)
 
     def swapaxes(self, dim0, dim1):
