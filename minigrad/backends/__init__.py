@@ -23,7 +23,7 @@ def _load_cuda_backend():
 
 
 def _make_cuda_backend():
-    """A CupyBackend, or a DeviceError that says what is missing: CuPy, a GPU, or the backend."""
+    """A CupyBackend, or a DeviceError that says what is missing: CuPy or a GPU."""
     try:
         import cupy
     except ImportError as error:
@@ -38,13 +38,8 @@ def _make_cuda_backend():
     if gpus == 0:
         raise DeviceError("device 'cuda': CuPy is installed but no GPU was found; "
                           "use device='cpu'.")
-    try:
-        from .cupy_backend import CupyBackend
-    except ModuleNotFoundError as error:
-        if error.name != f"{__name__}.cupy_backend":
-            raise
-        raise DeviceError("device 'cuda': this minigrad has no CUDA backend yet "
-                          "(minigrad/backends/cupy_backend.py is missing).") from None
+    from .cupy_backend import CupyBackend
+
     return CupyBackend()
 
 

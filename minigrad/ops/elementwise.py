@@ -101,7 +101,7 @@ class Neg(Op):
 
 
 class Pow(Op):
-    """a ** p for a constant number p;  da = g * p * a^(p-1)."""
+    """a ** p for a constant number p;  da = g * p * a^(p-1) (0 for p = 0, even at a = 0)."""
 
     @staticmethod
     def forward(ctx, a, exponent):
@@ -113,6 +113,8 @@ class Pow(Op):
     def backward(ctx, g):
         (a,) = ctx.saved
         p = ctx.exponent
+        if p == 0:
+            return g * 0
         return g * p * a ** (p - 1) if p != 1 else g
 
 
