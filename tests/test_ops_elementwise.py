@@ -203,3 +203,15 @@ def test_gradcheck_catches_a_wrong_backward():
     with pytest.raises(mg.GradcheckError, match="mismatch"):
         mg.gradcheck(_BadSquare.apply, x)
     assert mg.gradcheck(lambda t: t * t, x)   # the right formula passes
+
+
+def test_abs_and_pow_zero_have_pytorchs_gradient_at_zero():
+    import torch
+
+    values = [-1.5, 0.0, 2.0]
+    for f in (lambda t: t.abs(), lambda t: t ** 0, lambda t: t ** 2):
+        x = mg.tensor(values, requires_grad=True)
+        f(x).sum().backward()
+        xt = torch.tensor(values, requires_grad=True)
+        f(xt).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
