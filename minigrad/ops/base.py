@@ -57,14 +57,14 @@ class Op:
         result = cls.forward(ctx, *arrays, **attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
-        outputs = tuple(_backend_array(out, backend, cls) for out in result) if is_tuple else (
+        outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
         if not recording:
-            wrapped = tuple(Tensor._wrap(out, backend) for out in outputs)
+            wrapped = tuple([Tensor._wrap(out, backend) for out in outputs])
             return wrapped if is_tuple else wrapped[0]
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
-        wrapped = tuple(Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                        else Tensor._wrap(out, backend) for i, out in enumerate(outputs))
+        wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
+                         else Tensor._wrap(out, backend) for i, out in enumerate(outputs)])
         tape = autograd._state.tape
         if tape is not None:
             tape.append(node, wrapped, attrs)
@@ -87,7 +87,7 @@ def _backend_array(output, backend, op):
 def _differentiable(output, ctx):
     """Whether an output gets a gradient: floating point (an integer or boolean result, such as a
     cast to int64, is a constant) and not marked with ctx.mark_non_differentiable."""
-    return output.dtype.kind == "f" and not any(output is c for c in ctx.non_differentiable)
+    return output.dtype.kind == "f" and all([output is not c for c in ctx.non_differentiable])
 
 
 def device_mismatch(name, tensors):

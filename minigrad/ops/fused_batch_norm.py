@@ -96,7 +96,7 @@ class FusedBatchNorm(Op):
                     f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
         if x.size == 0:
             raise ValueError(f"fused_batch_norm: the input of shape {x.shape} is empty")
-        gamma, beta, mean, var = (given.get(name) for name in _OPTIONAL)
+        gamma, beta, mean, var = [given.get(name) for name in _OPTIONAL]
         kernel = batch_norm_kernel(ctx.backend)
         ctx.parts, ctx.axis, ctx.eps = parts, axis, eps
         if mean is None:
@@ -151,6 +151,6 @@ def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=
         raise ValueError("fused_batch_norm: give both mean and var (inference form) or neither "
                          "(training form)")
     named = (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))
-    parts = tuple(name for name, value in named if value is not None)
-    return FusedBatchNorm.apply(x, *(value for _, value in named if value is not None),
+    parts = tuple([name for name, value in named if value is not None])
+    return FusedBatchNorm.apply(x, *[value for _, value in named if value is not None],
                                 parts=parts, axis=axis, eps=eps)
