@@ -150,24 +150,37 @@ class ArrayBatchNorm:
             for row in range(rows) for start in range(0, columns, width)]
 
     def _spread(self, vectors, x3, shape):
-        """(C,) vectors laid out to meet blocks of `shape` in elementwise ops. Broadcasting a
-        (C, 1) column makes NumPy run one short inner loop per (row, channel), at about half
-        speed; a contiguous (1, C, cols) row of the repeated values lets it run one long loop per
-        row. Worth building when the row is reused for four rows or more."""
+        """(C,) vectors laid out to meet blocks of `shape` in elementwise ops (`_per_channel`).
+        Broadcasting a (C, 1) column makes NumPy run one short inner loop per (row, channel), at
+        about half speed; a contiguous (r, C, cols) stack of rows of the repeated values lets it
+        run one long loop per r rows. Worth building when a row is reused four times or more.
+        r (up to 8, when there are 16 rows or more) divides the row count of every block: each
+        pass of NumPy's broadcasting loop costs about 0.1 us, a third of the time of a (16, 100)
+        row."""
         uses = x3.shape[0] * (x3.shape[2] // shape[2])
         if uses < 4:
             return [v[:, None] for v in vectors]
+        r = 1 if uses < 16 else next(
+            r for r in (8, 4, 2, 1) if shape[0] % r == 0 and x3.shape[0] % r == 0)
         rows = []
         for v in vectors:
-            row = self.xp.empty((1,) + shape[1:], v.dtype)
-            row[0] = v[:, None]
+            row = self.xp.empty((r,) + shape[1:], v.dtype)
+            row[...] = v[:, None]
             rows.append(row)
         return rows
 
     @staticmethod
-    def _fit(spread, block):
-        """A spread vector cut to a block that is short along Q (the last of a row)."""
-        return spread if spread.shape[-1] in (1, block.shape[2]) else spread[..., :block.shape[2]]
+    def _per_channel(ufunc, block, spread, out):
+        """out = ufunc(block, spread) for a (p, C, q) block and a spread vector (`_spread`): a
+        stack of r rows meets the block seen as (p / r, r, C, q) (contiguous: whole rows), a row
+        is cut to a block that is short along Q (the last of a row)."""
+        if spread.ndim == 3 and spread.shape[0] > 1:
+            groups = (-1,) + spread.shape
+            ufunc(block.reshape(groups), spread, out=out.reshape(groups))
+            return out
+        if spread.shape[-1] not in (1, block.shape[2]):
+            spread = spread[..., :block.shape[2]]
+        return ufunc(block, spread, out=out)
 
     def _centred_blocks(self, x3, mean, dtype, plan):
         """Yield (index, x3[index] - mean) block by block of `plan` (from _plan), the difference
@@ -178,7 +191,7 @@ class ArrayBatchNorm:
         for index in blocks:
             block = x3[index]
             centred = scratch[:block.shape[0], :, :block.shape[2]]
-            self.xp.subtract(block, self._fit(spread, block), out=centred)
+            self._per_channel(self.xp.subtract, block, spread, centred)
             yield index, centred
 
     # ---------------------------------------------------------------- shared with normalize
@@ -219,7 +232,7 @@ class ArrayBatchNorm:
         rough = xp.einsum("pcq->c", block, dtype=acc)
         rough /= n
         (shift,) = self._spread([rough], block, block.shape)
-        xp.subtract(block, shift, out=centred)
+        self._per_channel(xp.subtract, block, shift, centred)
         drift = xp.einsum("pcq->c", centred)
         drift /= n
         m2 = xp.einsum("pcq,pcq->c", centred, centred)
@@ -232,7 +245,7 @@ class ArrayBatchNorm:
         y3 = self.xp.empty(x3.shape, x3.dtype)
         (spread,) = self._spread([rstd], x3, plan[0])
         for index, centred in self._centred_blocks(x3, mean, rstd.dtype, plan):
-            self.xp.multiply(centred, self._fit(spread, centred), out=y3[index])
+            self._per_channel(self.xp.multiply, centred, spread, y3[index])
         return y3
 
     # ---------------------------------------------------------------- the three kernels
@@ -270,8 +283,8 @@ class ArrayBatchNorm:
         for index in blocks:
             block = x3[index]
             out = y3[index] if staging is None else staging[:block.shape[0], :, :block.shape[2]]
-            xp.multiply(block, self._fit(a, block), out=out)
-            out += self._fit(b, block)
+            self._per_channel(xp.multiply, block, a, out)
+            self._per_channel(xp.add, out, b, out)
             if staging is not None:
                 y3[index] = out
         return y3
@@ -315,9 +328,9 @@ class ArrayBatchNorm:
                                   x3, shape)
         dx3 = xp.empty(x3.shape, x3.dtype)
         for index, centred in centred_blocks:
-            centred *= self._fit(k2, centred)
-            centred += self._fit(k3, centred)
+            self._per_channel(xp.multiply, centred, k2, centred)
+            self._per_channel(xp.add, centred, k3, centred)
             block = dx3[index]
-            xp.multiply(g3[index], self._fit(k1, centred), out=block)
+            self._per_channel(xp.multiply, g3[index], k1, block)
             block += centred
         return dx3
