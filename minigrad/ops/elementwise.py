@@ -19,7 +19,8 @@ def _check_broadcast(op, *arrays):
 
 def _remember_shapes(ctx, op, a, b):
     """Keep both input shapes for `unbroadcast`, after checking that they broadcast."""
-    _check_broadcast(op, a, b)
+    if a.shape != b.shape and a.ndim and b.ndim:   # equal shapes and scalars always do
+        _check_broadcast(op, a, b)
     ctx.shapes = a.shape, b.shape
 
 
