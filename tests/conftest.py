@@ -27,3 +27,12 @@ def torch_single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def cuda():
+    """The CUDA backend; the test is skipped, with the reason, where CuPy or a GPU is missing."""
+    try:
+        return mg.get_backend("cuda")
+    except mg.DeviceError as error:
+        pytest.skip(f"no usable GPU: {error}")

@@ -106,11 +106,7 @@ def test_a_failed_cuda_request_is_tried_again_next_time(no_cuda_backend, monkeyp
 
 
 @pytest.mark.gpu
-def test_a_real_gpu_round_trip():
-    try:
-        get_backend("cuda")
-    except DeviceError as error:
-        pytest.skip(f"no usable GPU: {error}")
+def test_a_real_gpu_round_trip(cuda):
     x = mg.tensor([1.0, -2.0], requires_grad=True)
     y = x.to("cuda")
     assert y.device == "cuda" and type(y.data).__module__.startswith("cupy")

@@ -209,11 +209,7 @@ def test_caffe_state_loads_into_torch_with_the_same_outputs():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["custom_op.py", "normalize_only.py"])
-def test_examples_run_unchanged_on_the_gpu(name, tmp_path):
-    try:
-        mg.get_backend("cuda")
-    except mg.DeviceError as error:
-        pytest.skip(f"no usable GPU: {error}")
+def test_examples_run_unchanged_on_the_gpu(name, tmp_path, cuda):
     cpu = run_example(name, cwd=tmp_path)
     gpu = run_example(name, "--device", "cuda", cwd=tmp_path)
     assert gpu.splitlines()[0] == cpu.splitlines()[0]

@@ -9,18 +9,9 @@ import pytest
 
 import minigrad as mg
 from cuda_host import checks
-from minigrad.backends import DeviceError
 from minigrad.backends.cuda_batch_norm import STORAGE, CudaBatchNorm
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    try:
-        return mg.get_backend("cuda")
-    except DeviceError as error:
-        pytest.skip(str(error))
 
 
 # ---------------------------------------------------------------- every op, CPU vs CUDA

@@ -222,11 +222,7 @@ def test_to_cuda_without_a_gpu_is_a_clear_error():
 
 
 @pytest.mark.gpu
-def test_gpu_round_trip_keeps_state_and_identity():
-    try:
-        mg.get_backend("cuda")
-    except mg.DeviceError as error:
-        pytest.skip(f"no CUDA device: {error}")
+def test_gpu_round_trip_keeps_state_and_identity(cuda):
     model = _cnn()
     state = model.state_dict()
     weight = model[0].weight
