@@ -143,6 +143,11 @@ class Node:
         return self.op.name()
 
     @property
+    def present_inputs(self):
+        """The input tensors, without the Nones that stand for absent optional inputs."""
+        return [t for t in self.inputs if t is not None]
+
+    @property
     def freed(self):
         return self.ctx is None
 
@@ -152,7 +157,7 @@ class Node:
         ctx.saved = tuple([
             self.inputs[where] if kind == "input"
             else Tensor._from_node(where, self, index) if kind == "output"
-            else Tensor._wrap(where, ctx.backend)
+            else Tensor.from_array(where, ctx.backend)
             for kind, where, index in self._saved_sources])
         try:
             grads = self.op.backward(ctx, *grad_outputs)
@@ -166,7 +171,8 @@ class Node:
         the activations they held are freed while the graph can still be shown (minigrad.viz)."""
         self.ctx = None
         self._saved_sources = ()
-        self.inputs = tuple(t if t._node is None else t._without_data() for t in self.inputs)
+        self.inputs = tuple(t if t is None or t._node is None else t._without_data()
+                            for t in self.inputs)
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
@@ -205,7 +211,8 @@ def _reachable_nodes(roots):
                 f"backward through the graph a second time: the saved values of {node.name} "
                 f"(node {node.seq}) were freed by an earlier backward. Pass retain_graph=True to "
                 "the first backward if you need to walk the graph again.")
-        stack.extend(t._node for t in node.inputs if t._node is not None and t.requires_grad)
+        stack.extend(t._node for t in node.present_inputs
+                     if t._node is not None and t.requires_grad)
     return sorted(seen, key=lambda n: n.seq, reverse=True)
 
 
@@ -214,7 +221,7 @@ def _leading_to(nodes, targets):
     can be reached backwards: only their backward is needed to compute those gradients."""
     needed = set()
     for node in reversed(nodes):   # producers before consumers
-        if any(_key(t) in targets or t._node in needed for t in node.inputs):
+        if any(_key(t) in targets or t._node in needed for t in node.present_inputs):
             needed.add(node)
     return needed
 
@@ -292,9 +299,9 @@ def _accumulate_grad(leaf, grad, create_graph):
     if create_graph:   # keep the gradient on the tape for higher derivatives
         leaf.grad = grad if leaf.grad is None else leaf.grad + grad
     elif leaf.grad is None:
-        leaf.grad = Tensor._wrap(grad.data.copy(), grad._backend)
+        leaf.grad = Tensor.from_array(grad.data.copy(), grad._backend)
     else:
-        leaf.grad = Tensor._wrap(leaf.grad.data + grad.data, grad._backend)
+        leaf.grad = Tensor.from_array(leaf.grad.data + grad.data, grad._backend)
 
 
 def _root_grad(tensor, grad, what):
@@ -309,7 +316,7 @@ def _root_grad(tensor, grad, what):
             raise RuntimeError(
                 f"{what}: a gradient can be implied only for a one-element output, but this one "
                 f"has shape {tensor.shape}; pass a gradient of that shape (grad=...)")
-        return Tensor._wrap(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
+        return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
                             tensor._backend)
     if not isinstance(grad, Tensor):
         grad = Tensor(grad, dtype=tensor.dtype, device=tensor.device)
@@ -403,7 +410,8 @@ class Tape:
             return names[key]
 
         for node, outputs, attrs in self.entries:
-            args = [name(t) for t in node.inputs] + _attr_texts(node.op, attrs)
+            args = ["None" if t is None else name(t) for t in node.inputs]
+            args += _attr_texts(node.op, attrs)
             for out in outputs:
                 names[_key(out)] = f"%{len(names)}"
             targets = ", ".join(names[_key(out)] for out in outputs)

@@ -27,4 +27,4 @@ def from_dlpack(array):
     else:
         raise DeviceError(f"from_dlpack: the {type(array).__name__} lives on DLPack device type "
                           f"{device_type}; minigrad takes host memory (1) or CUDA memory (2, 13)")
-    return Tensor._wrap(backend.xp.from_dlpack(array), backend)
+    return Tensor.from_array(backend.xp.from_dlpack(array), backend)

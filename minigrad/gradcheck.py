@@ -26,7 +26,7 @@ def _prepare(inputs):
     prepared = []
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.kind == "f":
-            x = Tensor._wrap(x.data.astype("float64", copy=True), x.backend).requires_grad_(
+            x = Tensor.from_array(x.data.astype("float64", copy=True), x.backend).requires_grad_(
                 x.requires_grad)
         prepared.append(x)
     return prepared

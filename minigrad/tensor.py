@@ -76,8 +76,12 @@ class Tensor:
         self._backend = backend
 
     @classmethod
-    def _wrap(cls, array, backend):
-        """A constant tensor around a backend array (no copy, no checks)."""
+    def from_array(cls, array, backend=None):
+        """A constant tensor around `array`, an array of `backend` (by default the backend that
+        owns it): no copy, no dtype rule, no checks. This is how ops, kernels and backward
+        formulas hand arrays back as tensors; users make tensors with `mg.tensor`."""
+        if backend is None:
+            backend = backend_of(array)
         t = object.__new__(cls)
         t.data, t.requires_grad, t.grad, t._node, t._index, t._backend = (
             array, False, None, None, 0, backend)
@@ -86,7 +90,7 @@ class Tensor:
     @classmethod
     def _from_node(cls, array, node, index):
         """Output `index` of a recorded node."""
-        t = cls._wrap(array, node.ctx.backend)
+        t = cls.from_array(array, node.ctx.backend)
         t.requires_grad, t._node, t._index = True, node, index
         return t
 
@@ -94,7 +98,7 @@ class Tensor:
         """A stand-in with this tensor's shape, dtype and graph position but no memory of its
         own: a broadcast view of a single zero."""
         xp = self._backend.xp
-        t = Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype), self.shape), self._backend)
+        t = Tensor.from_array(xp.broadcast_to(xp.zeros((), self.dtype), self.shape), self._backend)
         t.requires_grad, t._node, t._index = self.requires_grad, self._node, self._index
         return t
 
@@ -135,7 +139,7 @@ class Tensor:
 
     def detach(self):
         """The same data, cut from the graph."""
-        return Tensor._wrap(self.data, self._backend)
+        return Tensor.from_array(self.data, self._backend)
 
     def __array__(self, dtype=None, copy=None):
         """`numpy.asarray(tensor)`: the data as a NumPy array (detached from the graph)."""
@@ -220,7 +224,7 @@ class Tensor:
             if other._backend is not self._backend:
                 raise ops.base.device_mismatch(name, (self, other))
             other = other.data
-        return Tensor._wrap(getattr(self._backend.xp, name)(self.data, other), self._backend)
+        return Tensor.from_array(getattr(self._backend.xp, name)(self.data, other), self._backend)
 
     def __eq__(self, other): return self._compare(other, "equal")
     def __ne__(self, other): return self._compare(other, "not_equal")
@@ -247,7 +251,7 @@ class Tensor:
     def tanh(self): return ops.tanh(self)
     def sigmoid(self): return ops.sigmoid(self)
     def abs(self):  # |x| = x * sign(x), so the gradient at 0 is 0 (as in PyTorch)
-        return self * Tensor._wrap(self._backend.xp.sign(self.data), self._backend)
+        return self * Tensor.from_array(self._backend.xp.sign(self.data), self._backend)
     def maximum(self, other): return ops.maximum(self, other)
     def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims)
     def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims)
@@ -258,7 +262,7 @@ class Tensor:
         return ops.var(self, axis, keepdims, correction)
 
     def argmax(self, axis=None):
-        return Tensor._wrap(self.data.argmax(axis=axis), self._backend)
+        return Tensor.from_array(self.data.argmax(axis=axis), self._backend)
 
     def any(self): return bool(self.data.any())
     def all(self): return bool(self.data.all())

@@ -40,10 +40,10 @@ def _walk(roots):
         node = stack.pop()
         if node not in nodes:
             nodes.add(node)
-            stack.extend(t._node for t in node.inputs if t._node is not None)
+            stack.extend(t._node for t in node.present_inputs if t._node is not None)
     nodes = sorted(nodes, key=lambda n: n.seq)
     leaves = {}
-    for tensor in [t for n in nodes for t in n.inputs] + list(roots):
+    for tensor in [t for n in nodes for t in n.present_inputs] + list(roots):
         if tensor._node is None:
             leaves.setdefault(id(tensor), tensor)
     return nodes, list(leaves.values())
@@ -73,7 +73,7 @@ def to_dot(tensors, name="minigrad"):
         style = _OP_FREED if node.freed else _OP
         label = f"{node.name}  #{node.seq}\n{shapes}{freed}"
         lines.append(f"  op{node.seq} [label={_quote(label)}, {style}];")
-        for tensor in node.inputs:
+        for tensor in node.present_inputs:
             source = leaf_ids.get(id(tensor)) or f"op{tensor._node.seq}"
             port = (f" [label={_quote('out %d' % tensor._index)}]"
                     if tensor._node is not None and len(tensor._node.output_shapes) > 1 else "")

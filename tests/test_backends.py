@@ -117,7 +117,7 @@ def test_a_real_gpu_round_trip(cuda):
 
 # ---------------------------------------------------------------------- mixing devices
 def test_mixing_devices_in_an_op_names_the_op_and_both_devices():
-    other = Tensor._wrap(np.ones(3, dtype=np.float32), FakeBackend("fake"))
+    other = Tensor.from_array(np.ones(3, dtype=np.float32), FakeBackend("fake"))
     x = mg.ones(3)
     with pytest.raises(DeviceError, match=r"mul: input 0 is on cpu but input 1 is on fake"):
         x * other

@@ -218,6 +218,46 @@ def test_non_differentiable_outputs_do_not_require_grad_and_receive_none():
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-12)
 
 
+class ScaleShift(Op):
+    """y = x * scale + shift, scale and shift optional (None when absent)."""
+
+    @staticmethod
+    def forward(ctx, x, scale, shift):
+        ctx.seen = (scale is None, shift is None)
+        ctx.save(x, scale)
+        y = x if scale is None else x * scale
+        return y if shift is None else y + shift
+
+    @staticmethod
+    def backward(ctx, g):
+        x, scale = ctx.saved
+        need_x, need_scale, need_shift = ctx.needs_input_grad
+        return (g if scale is None else g * scale) if need_x else None, \
+            (g * x).sum() if need_scale else None, g.sum() if need_shift else None
+
+
+def test_an_absent_optional_input_is_none_in_forward_and_needs_no_gradient():
+    x, shift = leaf([1.0, -2.0]), leaf(0.5)
+    with mg.autograd.record() as tape:
+        y = ScaleShift.apply(x, None, shift)
+    node = y.grad_fn
+    assert node.ctx.seen == (True, False) and node.ctx.needs_input_grad == (True, False, True)
+    assert node.inputs[1] is None and node.present_inputs == [x, shift]
+    assert "scaleshift(%0, None, %1)" in str(tape)
+    (y * y).sum().backward()
+    tx, tshift = torch_leaf([1.0, -2.0]), torch_leaf(0.5)
+    ((tx + tshift) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(shift.grad.numpy(), tshift.grad.numpy())
+    assert "->" in mg.viz.to_dot(ScaleShift.apply(x, None, shift))   # the graph still draws
+
+
+def test_an_op_whose_inputs_are_all_absent_but_one_runs_on_that_inputs_device():
+    y = ScaleShift.apply(mg.tensor([1.0, 2.0]), None, None)
+    assert not y.requires_grad and y.device == "cpu"
+    np.testing.assert_array_equal(y.numpy(), [1.0, 2.0])
+
+
 # ---------------------------------------------------------------------- mg.grad
 def test_grad_returns_gradients_and_leaves_dot_grad_alone():
     values = [0.3, -0.7, 1.1]

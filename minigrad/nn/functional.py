@@ -39,7 +39,7 @@ def dropout(input, p=0.5, training=True):
     mask = backend.asarray(keep, dtype=input.dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)
-    return ops.mul(input, Tensor._wrap(mask, backend))
+    return ops.mul(input, Tensor.from_array(mask, backend))
 
 
 def log_softmax(input, dim=-1):

@@ -36,36 +36,43 @@ class Op:
         """Run the op on tensors: unwrap, forward, wrap, and record a Node when grad is wanted.
 
         Numbers and arrays among the inputs become constant tensors next to the first tensor.
-        Outputs that are not floating point, or that forward marked non-differentiable, are
-        constants. This runs for every op, so it is written as plain loops without extra calls.
+        None stands for an absent optional input: forward receives None, it needs no gradient
+        and backward returns None for it. Outputs that are not floating point, or that forward
+        marked non-differentiable, are constants. This runs for every op, so it is written as
+        plain loops without extra calls.
         """
         for x in inputs:
-            if not isinstance(x, Tensor):
+            if not isinstance(x, Tensor) and x is not None:
                 like = next((t for t in inputs if isinstance(t, Tensor)), None)
-                inputs = tuple(lift(cls, t, like) for t in inputs)
+                inputs = tuple([lift(cls, t, like) for t in inputs])
                 break
-        backend = inputs[0]._backend if inputs else default_backend
-        wants_grad = False
+        backend, wants_grad = None, False
         for x in inputs:
-            if x._backend is not backend:
-                raise device_mismatch(cls.name(), inputs)
+            if x is None:
+                continue
+            if backend is None:
+                backend = x._backend
+            elif x._backend is not backend:
+                raise device_mismatch(cls.name(), [t for t in inputs if t is not None])
             wants_grad = wants_grad or x.requires_grad
-        recording = wants_grad and autograd._state.grad_enabled
-        needs = tuple([x.requires_grad for x in inputs]) if recording else (False,) * len(inputs)
+        backend = backend or default_backend
+        recording = wants_grad and autograd.is_grad_enabled()
+        needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
+                 else (False,) * len(inputs))
         ctx = autograd.Context(backend, needs)
-        arrays = [x.data for x in inputs]
+        arrays = [None if x is None else x.data for x in inputs]
         result = cls.forward(ctx, *arrays, **attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
         if not recording:
-            wrapped = tuple([Tensor._wrap(out, backend) for out in outputs])
+            wrapped = tuple([Tensor.from_array(out, backend) for out in outputs])
             return wrapped if is_tuple else wrapped[0]
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
         wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                         else Tensor._wrap(out, backend) for i, out in enumerate(outputs)])
-        tape = autograd._state.tape
+                         else Tensor.from_array(out, backend) for i, out in enumerate(outputs)])
+        tape = autograd.active_tape()
         if tape is not None:
             tape.append(node, wrapped, attrs)
         return wrapped if is_tuple else wrapped[0]
@@ -100,14 +107,15 @@ def device_mismatch(name, tensors):
 
 def lift(op, value, like):
     """`value` as a tensor next to the tensor `like`: a Tensor is kept, a Python number becomes a
-    constant of the dtype NumPy's promotion gives it next to `like`, an array is copied over."""
-    if isinstance(value, Tensor):
+    constant of the dtype NumPy's promotion gives it next to `like`, an array is copied over,
+    None (an absent optional input) stays None."""
+    if value is None or isinstance(value, Tensor):
         return value
     if like is None:
         return Tensor(value)
     if isinstance(value, (bool, int, float)):
         xp = like._backend.xp
-        return Tensor._wrap(xp.asarray(value, dtype=xp.result_type(like.dtype, value)),
+        return Tensor.from_array(xp.asarray(value, dtype=xp.result_type(like.dtype, value)),
                             like._backend)
     try:
         return Tensor(value, dtype=getattr(value, "dtype", None), device=like.device)

@@ -123,7 +123,7 @@ class Conv2d(Op):
                 dw_t = (_grouped(cols, groups) @ g3.swapaxes(1, 2)).sum(axis=0)   # (K, O)
                 dw = dw_t.T.reshape(weight.shape)
             else:
-                dw = Tensor._wrap(_weight_grad(ctx, x.data, g.data, weight.data), g.backend)
+                dw = Tensor.from_array(_weight_grad(ctx, x.data, g.data, weight.data), g.backend)
         if len(needs) == 3 and needs[2]:
             db = g.sum(axis=(0, 2, 3))
         return (dx, dw) if len(needs) == 2 else (dx, dw, db)

@@ -16,3 +16,8 @@ class ToDevice(Op):
     @staticmethod
     def backward(ctx, g):
         return g.to(ctx.source_device)
+
+
+def to_device(x, device):
+    """x copied to `device`; differentiable (the gradient is copied back)."""
+    return ToDevice.apply(x, device=device)

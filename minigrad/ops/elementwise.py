@@ -46,6 +46,10 @@ class Add(Op):
         return _grads(ctx, lambda: g, lambda: g)
 
 
+def add(a, b):
+    return Add.apply(a, b)
+
+
 class Sub(Op):
     """a - b;  da = g, db = -g."""
 
@@ -57,6 +61,10 @@ class Sub(Op):
     @staticmethod
     def backward(ctx, g):
         return _grads(ctx, lambda: g, lambda: -g)
+
+
+def sub(a, b):
+    return Sub.apply(a, b)
 
 
 class Mul(Op):
@@ -74,6 +82,10 @@ class Mul(Op):
         return _grads(ctx, lambda: g * b, lambda: g * a)
 
 
+def mul(a, b):
+    return Mul.apply(a, b)
+
+
 class Div(Op):
     """a / b;  da = g / b, db = -g * a / b^2."""
 
@@ -89,6 +101,10 @@ class Div(Op):
         return _grads(ctx, lambda: g / b, lambda: -g * a / (b * b))
 
 
+def div(a, b):
+    return Div.apply(a, b)
+
+
 class Neg(Op):
     """-a;  da = -g."""
 
@@ -99,6 +115,10 @@ class Neg(Op):
     @staticmethod
     def backward(ctx, g):
         return -g
+
+
+def neg(a):
+    return Neg.apply(a)
 
 
 class Pow(Op):
@@ -119,6 +139,13 @@ class Pow(Op):
         return g * p * a ** (p - 1) if p != 1 else g
 
 
+def pow(a, exponent):
+    """a ** exponent: a number exponent is a constant; a tensor exponent is exp(exponent log a)."""
+    if isinstance(exponent, (int, float)):
+        return Pow.apply(a, exponent=exponent)
+    return exp(mul(exponent, log(a)))
+
+
 class Exp(Op):
     """exp(a);  da = g * exp(a)."""
 
@@ -132,6 +159,10 @@ class Exp(Op):
     def backward(ctx, g):
         (out,) = ctx.saved
         return g * out
+
+
+def exp(a):
+    return Exp.apply(a)
 
 
 class Log(Op):
@@ -148,6 +179,10 @@ class Log(Op):
         return g / a
 
 
+def log(a):
+    return Log.apply(a)
+
+
 class Sqrt(Op):
     """sqrt(a);  da = g / (2 sqrt(a))."""
 
@@ -161,6 +196,10 @@ class Sqrt(Op):
     def backward(ctx, g):
         (out,) = ctx.saved
         return g / (out * 2)
+
+
+def sqrt(a):
+    return Sqrt.apply(a)
 
 
 class Maximum(Op):
@@ -180,6 +219,10 @@ class Maximum(Op):
         return _grads(ctx, lambda: g * share_a, lambda: g * (1 - share_a))
 
 
+def maximum(a, b):
+    return Maximum.apply(a, b)
+
+
 class Relu(Op):
     """max(a, 0);  da = g * (a > 0).
 
@@ -196,7 +239,11 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, g):
-        return g * Tensor._wrap(ctx.positive, ctx.backend)
+        return g * Tensor.from_array(ctx.positive, ctx.backend)
+
+
+def relu(a):
+    return Relu.apply(a)
 
 
 class Tanh(Op):
@@ -212,6 +259,10 @@ class Tanh(Op):
     def backward(ctx, g):
         (out,) = ctx.saved
         return g * (1 - out * out)
+
+
+def tanh(a):
+    return Tanh.apply(a)
 
 
 class Sigmoid(Op):
@@ -232,6 +283,10 @@ class Sigmoid(Op):
         return g * out * (1 - out)
 
 
+def sigmoid(a):
+    return Sigmoid.apply(a)
+
+
 class Where(Op):
     """condition ? a : b (condition is a boolean tensor);  da = g where condition, db = g elsewhere."""
 
@@ -249,6 +304,17 @@ class Where(Op):
         return None, da, db
 
 
+def where(condition, a, b):
+    """Elementwise `a` where `condition` holds, else `b` (numbers, arrays or tensors)."""
+    if isinstance(condition, Tensor):
+        condition = condition.data
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError("where: a or b must be a Tensor")
+    like = a if isinstance(a, Tensor) else b
+    condition = Tensor.from_array(like.backend.asarray(condition), like.backend)
+    return Where.apply(condition, lift(Where, a, like), lift(Where, b, like))
+
+
 class Cast(Op):
     """a converted to `dtype`; the gradient is converted back to a's dtype."""
 
@@ -262,12 +328,6 @@ class Cast(Op):
         return g.astype(ctx.dtype)
 
 
-def where(condition, a, b):
-    """Elementwise `a` where `condition` holds, else `b` (numbers, arrays or tensors)."""
-    if isinstance(condition, Tensor):
-        condition = condition.data
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError("where: a or b must be a Tensor")
-    like = a if isinstance(a, Tensor) else b
-    condition = Tensor._wrap(like._backend.asarray(condition), like._backend)
-    return Where.apply(condition, lift(Where, a, like), lift(Where, b, like))
+def cast(a, dtype):
+    return Cast.apply(a, dtype=dtype)
+

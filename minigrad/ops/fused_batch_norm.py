@@ -123,7 +123,7 @@ class FusedBatchNorm(Op):
             g.data, inputs["x"].data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
             ctx.axis, wants["x"], wants.get("gamma", False), wants.get("beta", False))
         grads = {"x": dx, "gamma": dgamma, "beta": dbeta}
-        return tuple([None if grads[name] is None else Tensor._wrap(grads[name], ctx.backend)
+        return tuple([None if grads[name] is None else Tensor.from_array(grads[name], ctx.backend)
                       for name in ("x",) + ctx.parts])
 
     @staticmethod

@@ -35,3 +35,7 @@ class MatMul(Op):
         if ctx.needs_input_grad[1]:
             db = unbroadcast(a2.swapaxes(-1, -2) @ g2, b2.shape).reshape(b.shape)
         return da, db
+
+
+def matmul(a, b):
+    return MatMul.apply(a, b)

@@ -138,7 +138,7 @@ class Normalize(Op):
 def _constant(array, like):
     from ..tensor import Tensor
 
-    return Tensor._wrap(array, like.backend)
+    return Tensor.from_array(array, like.backend)
 
 
 def normalize(x, axes, eps=1e-5, mean=None, var=None):

@@ -34,6 +34,10 @@ class Sum(Op):
         return _spread(g, ctx)
 
 
+def sum(x, axis=None, keepdims=False):
+    return Sum.apply(x, axis=axis, keepdims=keepdims)
+
+
 class Mean(Op):
     """mean(x, axis) = sum / n;  dx = g / n broadcast."""
 
@@ -45,6 +49,10 @@ class Mean(Op):
     @staticmethod
     def backward(ctx, g):
         return _spread(g / ctx.count, ctx)
+
+
+def mean(x, axis=None, keepdims=False):
+    return Mean.apply(x, axis=axis, keepdims=keepdims)
 
 
 class Max(Op):
@@ -66,6 +74,10 @@ class Max(Op):
         return _spread(g, ctx) * ctx.share
 
 
+def max(x, axis=None, keepdims=False):
+    return Max.apply(x, axis=axis, keepdims=keepdims)
+
+
 class Var(Op):
     """var(x, axis, correction) = sum((x - mean)^2) / (n - correction), computed in two passes
     so a large mean does not swallow a small spread;  dx = g * 2 (x - mean) / (n - correction)."""
@@ -73,7 +85,7 @@ class Var(Op):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False, correction=1):
         count = _reduce_setup(ctx, "var", x, axis)
-        ctx.divisor = max(count - correction, 0)
+        ctx.divisor = count - correction if count > correction else 0
         ctx.save(x)
         centered = x - x.mean(axis=ctx.axes, keepdims=True)
         return (centered * centered).sum(axis=ctx.axes, keepdims=keepdims) / ctx.divisor
@@ -83,3 +95,7 @@ class Var(Op):
         (x,) = ctx.saved
         centered = x - x.mean(axis=ctx.axes, keepdims=True)
         return _spread(g, ctx) * centered * (2.0 / ctx.divisor)
+
+
+def var(x, axis=None, keepdims=False, correction=1):
+    return Var.apply(x, axis=axis, keepdims=keepdims, correction=correction)

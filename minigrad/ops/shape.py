@@ -21,6 +21,10 @@ class Reshape(Op):
         return g.reshape(ctx.in_shape)
 
 
+def reshape(x, shape):
+    return Reshape.apply(x, shape=tuple(shape))
+
+
 class Transpose(Op):
     """x with its axes permuted (reversed when `axes` is None);  dx = g with the inverse
     permutation."""
@@ -39,6 +43,13 @@ class Transpose(Op):
         return g.permute(ctx.inverse)
 
 
+def transpose(x, axes=None):
+    return Transpose.apply(x, axes=None if axes is None else tuple(axes))
+
+
+permute = transpose
+
+
 class BroadcastTo(Op):
     """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes."""
 
@@ -54,3 +65,7 @@ class BroadcastTo(Op):
     @staticmethod
     def backward(ctx, g):
         return unbroadcast(g, ctx.in_shape)
+
+
+def broadcast_to(x, shape):
+    return BroadcastTo.apply(x, shape=tuple(shape))
