@@ -1,0 +1,186 @@
+"""Caffe's files: the binary `.caffemodel` (a NetParameter protobuf) and the text `.prototxt`.
+
+    read_caffemodel(path)          -> {layer name: CaffeLayer(type, blobs, bottom, top)}
+    write_caffemodel(path, layers)    the same mapping back to a .caffemodel, atomically
+    read_prototxt(path)            -> [PrototxtLayer(name, type, bottom, top, params)]
+
+Both layer lists are read: the current `layer` (field 100) and the deprecated V1 `layers`
+(field 2, whose type is an enum: V1's CONVOLUTION comes back as "Convolution", as Caffe's own
+upgrade names it). A blob's shape is its `shape` field, or the legacy num/channels/height/width
+(then 4-D, as Caffe reads it); its values are `double_data` when present (float64), else `data`
+(float32). Writing always uses the current layout: `layer`, `shape`, packed data.
+
+A file that is truncated inside a layer, or is not a NetParameter at all, raises
+`CaffeFormatError` naming the file. (A cut exactly between two top-level layers leaves a valid,
+shorter NetParameter: protobuf has no end marker. `load_caffe` then reports the missing layers.)
+"""
+import math
+import os
+import re
+from collections import OrderedDict, namedtuple
+
+import numpy
+
+from ...atomic import atomic_write
+from .schema import PARAMS, V1_LAYER_TYPES, messages
+
+CaffeLayer = namedtuple("CaffeLayer", ["type", "blobs", "bottom", "top"])
+CaffeLayer.__doc__ = """One layer of a .caffemodel: its type string ("Convolution"), its blobs
+(NumPy arrays, in file order), and the names of its bottom (input) and top (output) blobs."""
+
+PrototxtLayer = namedtuple("PrototxtLayer", ["name", "type", "bottom", "top", "params"])
+PrototxtLayer.__doc__ = """One layer of a .prototxt: name, type, bottom and top lists, and
+`params`: {"convolution_param": {"num_output": 6, "kernel_size": [5], ...}, ...} for each of
+batch_norm_param, scale_param, convolution_param, inner_product_param, pooling_param the layer
+sets, every field of it with Caffe's default where the file leaves it out."""
+
+_V1_TYPE_NAMES = {number: name for number, name in V1_LAYER_TYPES.values()}
+
+
+class CaffeFormatError(ValueError):
+    """A Caffe file could not be read (or written): the message names the file and why."""
+
+
+# ------------------------------------------------------------------------------------ reading
+def read_caffemodel(path):
+    """The layers of a binary .caffemodel as an OrderedDict, in file order: layer name ->
+    CaffeLayer(type, blobs, bottom, top). Layers without blobs (ReLU, Pooling...) are included
+    with an empty blob list."""
+    with open(path, "rb") as file:
+        data = file.read()
+    net = _parse_net(path, data)
+    layers = OrderedDict()
+    for message, v1 in _layer_messages(path, net):
+        name, type_, bottom, top = _names(path, message, v1)
+        if name in layers:
+            raise CaffeFormatError(f"{path}: two layers are named {name!r}")
+        layers[name] = CaffeLayer(type_, [_blob_array(path, name, index, blob)
+                                          for index, blob in enumerate(message.blobs)],
+                                  bottom, top)
+    return layers
+
+
+def _parse_net(path, data):
+    from google.protobuf.message import DecodeError
+
+    if not data:
+        raise CaffeFormatError(f"{path}: the file is empty, not a Caffe model")
+    try:
+        net = messages()["NetParameter"].FromString(data)
+    except DecodeError:
+        raise CaffeFormatError(f"{path}: not a Caffe model file (a binary NetParameter "
+                               f"protobuf), or one cut short{_text_hint(data)}") from None
+    if not net.layer and not net.layers:
+        raise CaffeFormatError(f"{path}: no Caffe layers in this file: it is not a .caffemodel"
+                               f"{_text_hint(data)}")
+    return net
+
+
+def _text_hint(data):
+    head = data[:4096]
+    if head.isascii() and re.search(rb"\b(layers?|name)\s*[:{]", head):
+        return "; it looks like a text prototxt: read it with read_prototxt"
+    return ""
+
+
+def _layer_messages(path, net):
+    """(message, is_v1) for each layer; Caffe refuses files that mix both lists, so do we."""
+    if net.layer and net.layers:
+        raise CaffeFormatError(f"{path}: the file has both `layer` and deprecated V1 `layers` "
+                               "entries; Caffe accepts only one kind")
+    return [(layer, False) for layer in net.layer] + [(layer, True) for layer in net.layers]
+
+
+def _names(path, message, v1):
+    """(name, type, bottom, top) of a layer message. protobuf hands back bytes, not str, for
+    text fields that are not UTF-8: a sign of a corrupt or foreign file."""
+    type_ = _V1_TYPE_NAMES.get(message.type, "") if v1 else message.type
+    values = [message.name, type_, list(message.bottom), list(message.top)]
+    for text in [values[0], values[1], *values[2], *values[3]]:
+        if isinstance(text, bytes):
+            raise CaffeFormatError(f"{path}: a layer or blob name is not UTF-8 text "
+                                   f"({text[:32]!r}): the file is corrupt or not a .caffemodel")
+    return values
+
+
+def _blob_array(path, layer, index, blob):
+    """A blob as a NumPy array of its shape: float64 from double_data, else float32."""
+    legacy = ("num", "channels", "height", "width")
+    if any(blob.HasField(name) for name in legacy):
+        shape = tuple(getattr(blob, name) for name in legacy)
+    else:
+        shape = tuple(blob.shape.dim)
+    if blob.double_data:
+        values = numpy.array(blob.double_data, dtype=numpy.float64)
+    else:
+        values = numpy.array(blob.data, dtype=numpy.float32)
+    if min(shape, default=0) < 0 or values.size != math.prod(shape):
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has {values.size} values, "
+                               f"but its shape {shape} holds {math.prod(shape)}")
+    return values.reshape(shape)
+
+
+def read_prototxt(path):
+    """The layers of a text .prototxt (current `layer { ... }` or V1 `layers { ... }`) as a
+    list of PrototxtLayer(name, type, bottom, top, params), in file order. Fields this reader
+    does not know (param { lr_mult }, fillers, data sources) are skipped."""
+    from google.protobuf import text_format
+
+    net = messages()["NetParameter"]()
+    try:
+        with open(path, encoding="utf-8") as file:
+            text_format.Parse(file.read(), net, allow_unknown_field=True)
+    except text_format.ParseError as error:     # its text starts with "line:column : "
+        raise CaffeFormatError(f"{path}:{error}") from None
+    except UnicodeDecodeError as error:
+        raise CaffeFormatError(f"{path}: not a text prototxt ({error})") from None
+    return [PrototxtLayer(*_names(path, message, v1), _params(message))
+            for message, v1 in _layer_messages(path, net)]
+
+
+def _params(layer):
+    """{param message name: {field: value}} for the PARAMS the layer sets."""
+    present = [name for name in PARAMS
+               if name in layer.DESCRIPTOR.fields_by_name and layer.HasField(name)]
+    return {name: _fields(getattr(layer, name)) for name in present}
+
+
+def _fields(message):
+    values = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        # protobuf 7 has is_repeated; older versions only label
+        if getattr(field, "is_repeated", None) or getattr(field, "label", 0) == 3:
+            value = list(value)
+        elif field.enum_type is not None:
+            value = field.enum_type.values_by_number[value].name
+        elif field.type == field.TYPE_FLOAT:
+            value = float(str(numpy.float32(value)))      # 1e-05, not 9.99999974e-06
+        values[field.name] = value
+    return values
+
+
+# ------------------------------------------------------------------------------------ writing
+def write_caffemodel(path, layers):
+    """Write `layers` ({name: CaffeLayer}, or (name, CaffeLayer) pairs) as a binary
+    .caffemodel, atomically: the current `layer` list, each blob with its `shape`, float32
+    blobs as `data`, float64 blobs as `double_data`. Readers get the arrays back bit for bit."""
+    classes = messages()
+    net = classes["NetParameter"]()
+    items = layers.items() if hasattr(layers, "items") else layers
+    for name, layer in items:
+        message = net.layer.add(name=name, type=layer.type, bottom=layer.bottom, top=layer.top)
+        for index, blob in enumerate(layer.blobs):
+            _fill_blob(path, name, index, message.blobs.add(), blob)
+    data = net.SerializeToString()
+    atomic_write(os.fspath(path), lambda file: file.write(data))
+
+
+def _fill_blob(path, layer, index, message, blob):
+    array = numpy.asarray(blob)
+    if array.dtype not in (numpy.float32, numpy.float64):
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has dtype {array.dtype}; "
+                               "Caffe blobs hold float32 or float64 values")
+    message.shape.dim.extend(array.shape)
+    values = array.reshape(-1).tolist()    # a list: protobuf copies it ~5x faster than an array
+    (message.double_data if array.dtype == numpy.float64 else message.data).extend(values)
