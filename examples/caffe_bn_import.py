@@ -1,6 +1,6 @@
-"""One batch-norm layer in Caffe's two checkpoint layouts, imported into minigrad and checked.
+"""Batch norm in Caffe's two checkpoint layouts, as blobs and as real .caffemodel files.
 
-    python examples/caffe_bn_import.py
+    python examples/caffe_bn_import.py [--out DIR]
 
 The complaint (an NVIDIA/caffe issue): BVLC Caffe stores batch norm as a BatchNorm layer with
 three blobs [mean * s, var * s, s] followed by a Scale layer [gamma, beta]; NVIDIA Caffe fuses
@@ -9,13 +9,23 @@ by one did not load in the other ("Check failed: target_blobs.size() ==
 source_layer.blobs_size() (5 vs. 3)"). mg.nn.caffe converts both to the same BatchNorm2d state
 (PyTorch's names) and back.
 
-Here BVLC's update rule runs for a few training steps to make a real BVLC snapshot (s != 1),
-NVIDIA Caffe's blobs hold the same layer, and both are loaded into minigrad and compared: with
-each other, with the statistics computed directly from the batches, and back in the other layout.
+First one layer: BVLC's update rule runs for a few training steps to make a real BVLC snapshot
+(s != 1), NVIDIA Caffe's blobs hold the same layer, and both are loaded into minigrad and
+compared: with each other, with the statistics computed directly from the batches, and back in
+the other layout.
+
+Then whole files (needs protobuf: pip install 'minigrad[caffe]'): a LeNet-5 with batch norm is
+written as a .caffemodel in both layouts (the BVLC one rewritten with s != 1, as a BVLC snapshot
+has it), each file is read back into a fresh LeNet-BN, and the logits are compared.
 """
+import argparse
+import importlib.util
+import os
+
 import numpy as np
 
 import minigrad as mg
+from minigrad import nn
 from minigrad.nn import caffe
 
 CHANNELS, EPS, FRACTION = 4, 1e-5, 0.999      # FRACTION: Caffe's moving_average_fraction
@@ -56,8 +66,8 @@ def relative_gap(a, b):
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
-def main():
-    rng = np.random.default_rng(0)
+def blob_layouts(rng):
+    """One BatchNorm layer: BVLC's and NVIDIA's blobs to minigrad's state and back."""
     centre, spread = np.array([1.0, -2.0, 0.5, 3.0]), np.array([0.5, 2.0, 1.0, 0.1])
     batches = [(rng.standard_normal((8, CHANNELS, 3, 3)) * spread[:, None, None]
                 + centre[:, None, None]).astype(np.float32) for _ in range(20)]
@@ -82,8 +92,9 @@ def main():
     print("\nAll three as one BatchNorm2d state (PyTorch's names):")
     print(f"  {'':<14}{'from_bvlc':<34}{'from_nvcaffe':<34}from_nvcaffe(BVLC snapshot)")
     for key in KEYS:
-        print((f"  {key:<14}" + "".join(f"{str(np.round(state[key], 3)):<34}"
-                                        for state in (from_bvlc, from_nv, from_nv_loaded))).rstrip())
+        cells = [f"{str(np.round(state[key], 3)):<34}"
+                 for state in (from_bvlc, from_nv, from_nv_loaded)]
+        print((f"  {key:<14}" + "".join(cells)).rstrip())
     state_gap = max(relative_gap(other[k], from_bvlc[k])
                     for other in (from_nv, from_nv_loaded) for k in KEYS)
     stats_gap = max(relative_gap(from_bvlc["running_mean"], mean),
@@ -112,6 +123,100 @@ def main():
     round_trip = max(float(np.abs(caffe.from_bvlc(to_bvlc_bn, to_bvlc_scale)[k] - from_nv[k]).max())
                      for k in KEYS)
     print(f"  max |from_bvlc(to_bvlc(state)) - state| = {round_trip:.1e}")
+    return float(bvlc_bn[2][0])
+
+
+def lenet_bn():
+    """LeNet-5 with batch norm after every layer but the last (examples/mnist_lenet_bn.py)."""
+    momentum = caffe.momentum_from_moving_average_fraction(FRACTION)
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2, bias=False), nn.BatchNorm2d(6, momentum=momentum),
+        nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5, bias=False), nn.BatchNorm2d(16, momentum=momentum), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(400, 120, bias=False), nn.BatchNorm1d(120, momentum=momentum), nn.ReLU(),
+        nn.Linear(120, 84, bias=False), nn.BatchNorm1d(84, momentum=momentum), nn.ReLU(),
+        nn.Linear(84, 10))
+
+
+def images(seed, count):
+    return np.random.default_rng(seed).random((count, 1, 28, 28), dtype=np.float32)
+
+
+def trained_lenet_bn():
+    """A LeNet-BN with learned-looking state: random weights, running statistics of 20 batches
+    (their cumulative average: momentum None), and gamma, beta away from 1, 0."""
+    mg.manual_seed(0)
+    model = lenet_bn()
+    batch_norms = [m for m in model if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
+    for bn in batch_norms:
+        bn.momentum = None
+        bn.weight.data[...] = np.linspace(0.5, 1.5, bn.num_features)
+        bn.bias.data[...] = np.linspace(-0.2, 0.2, bn.num_features)
+    with mg.no_grad():
+        for seed in range(20):
+            model(mg.tensor(images(seed, 16)))
+    for bn in batch_norms:
+        bn.momentum = caffe.momentum_from_moving_average_fraction(FRACTION)
+    return model.eval()
+
+
+def describe(path):
+    layers = caffe.read_caffemodel(path)
+    print(f"  {path}: {os.path.getsize(path)} bytes, {len(layers)} layers")
+    for name, layer in layers.items():
+        print(f"    {name:<9}{layer.type:<14}{[b.shape for b in layer.blobs]}")
+
+
+def model_files(out, s):
+    """A LeNet-BN to .caffemodel files in both layouts and back into minigrad."""
+    os.makedirs(out, exist_ok=True)
+    source = trained_lenet_bn()
+    paths = {layout: os.path.join(out, f"lenet_bn_{layout}.caffemodel")
+             for layout in ("bvlc", "nvcaffe")}
+    print(f"\nA LeNet-BN written as a .caffemodel in both layouts (the BVLC file rewritten with "
+          f"s = {s:.3f}:\na BVLC snapshot keeps mean * s, var * s, s):")
+    for layout, path in paths.items():
+        caffe.save_caffe(source, path, layout=layout)
+    layers = caffe.read_caffemodel(paths["bvlc"])
+    for layer in layers.values():
+        if layer.type == "BatchNorm":
+            layer.blobs[:] = [blob * np.float32(s) for blob in layer.blobs]
+    caffe.write_caffemodel(paths["bvlc"], layers)
+    for path in paths.values():
+        describe(path)
+
+    x = mg.tensor(images(100, 8))
+    with mg.no_grad():
+        expected = source(x).numpy()
+        logits = {}
+        for layout, path in paths.items():
+            mg.manual_seed(1)                              # a fresh model, other weights
+            model = lenet_bn()
+            caffe.load_caffe(model, path)
+            logits[layout] = model.eval()(x).numpy()
+    print("\nEach file loaded into a fresh LeNet-BN (load_caffe); eval-mode logits of image 0:")
+    rows = {"original model": expected, **{f"from the {k} file": v for k, v in logits.items()}}
+    for label, values in rows.items():
+        print(f"  {label:<22}" + " ".join(f"{v:9.6f}" for v in values[0]))
+    print("Largest |logit difference| over 8 images:")
+    print(f"  bvlc file vs original:    {np.abs(logits['bvlc'] - expected).max():.1e}  "
+          "(mean * s / s rounds)")
+    print(f"  nvcaffe file vs original: {np.abs(logits['nvcaffe'] - expected).max():.1e}  "
+          "(s = 1: bit-identical)")
+    print(f"  bvlc file vs nvcaffe file: {np.abs(logits['bvlc'] - logits['nvcaffe']).max():.1e}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=".", help="folder for the .caffemodel files "
+                        "(default: the current one)")
+    args = parser.parse_args(argv)
+    s = blob_layouts(np.random.default_rng(0))
+    if importlib.util.find_spec("google.protobuf") is None:
+        print("\n(.caffemodel files skipped: they need protobuf, pip install 'minigrad[caffe]')")
+        return
+    model_files(args.out, s)
 
 
 if __name__ == "__main__":

@@ -186,6 +186,73 @@ def test_caffe_bn_import(tmp_path):
     assert numbers(line_with(out, "max |from_bvlc(to_bvlc"))[-1] == 0
 
 
+def _torch_lenet_bn_from_caffe(layers):
+    """A torch LeNet-BN filled straight from the raw blobs of a .caffemodel, in file order:
+    BVLC BatchNorm [mean*s, var*s, s] + Scale [gamma, beta], or NVIDIA's [mean, var, 1, gamma,
+    beta] -- independent of mg.nn.caffe's converters."""
+    model = import_example("caffe_bn_import")
+    twin = torch.nn.Sequential(*[_torch_module(m) for m in model.lenet_bn()])
+    weighted = [m for m in twin if not isinstance(m, (torch.nn.ReLU, torch.nn.MaxPool2d,
+                                                      torch.nn.Flatten))]
+    entries = [layer for layer in layers.values() if layer.type != "Scale"]
+    scales = iter([layer for layer in layers.values() if layer.type == "Scale"])
+    assert len(entries) == len(weighted)
+    with torch.no_grad():
+        for module, layer in zip(weighted, entries, strict=True):
+            blobs = [torch.tensor(b) for b in layer.blobs]
+            if layer.type == "BatchNorm":
+                module.running_mean.copy_(blobs[0] / blobs[2])
+                module.running_var.copy_(blobs[1] / blobs[2])
+                gamma, beta = blobs[3:] if len(blobs) == 5 else map(torch.tensor,
+                                                                    next(scales).blobs)
+                module.weight.copy_(gamma), module.bias.copy_(beta)
+            else:
+                module.weight.copy_(blobs[0])
+                if len(blobs) == 2:
+                    module.bias.copy_(blobs[1])
+    return twin.eval()
+
+
+def _torch_module(module):
+    name = type(module).__name__
+    if name == "Conv2d":
+        return torch.nn.Conv2d(module.in_channels, module.out_channels, module.kernel_size,
+                               padding=module.padding, bias=module.bias is not None)
+    if name == "Linear":
+        return torch.nn.Linear(module.in_features, module.out_features,
+                               bias=module.bias is not None)
+    if name.startswith("BatchNorm"):
+        return getattr(torch.nn, name)(module.num_features, eps=module.eps)
+    if name == "MaxPool2d":
+        return torch.nn.MaxPool2d(module.kernel_size)
+    return getattr(torch.nn, name)()
+
+
+def test_caffe_bn_import_files(tmp_path):
+    """The example's .caffemodel files hold a LeNet-BN that torch, filled from the raw blobs,
+    runs to the logits the example prints for each file."""
+    if importlib.util.find_spec("google.protobuf") is None:
+        pytest.skip("the .caffemodel part of the example needs protobuf")
+    out = run_example("caffe_bn_import.py", "--out", "files", cwd=tmp_path)
+    s = float(re.search(r"rewritten with s = ([\d.]+)", out).group(1))
+    example = import_example("caffe_bn_import")
+    image = torch.tensor(example.images(100, 8)[:1])
+    printed = {label: numbers(line_with(out, label)) for label in
+               ("original model", "from the bvlc file", "from the nvcaffe file")}
+    for layout, scale_layers in (("bvlc", 4), ("nvcaffe", 0)):
+        layers = mg.nn.caffe.read_caffemodel(tmp_path / "files" / f"lenet_bn_{layout}.caffemodel")
+        assert [layer.type for layer in layers.values()].count("Scale") == scale_layers
+        factors = [float(layer.blobs[2][0]) for layer in layers.values()
+                   if layer.type == "BatchNorm"]
+        assert factors == pytest.approx([s if layout == "bvlc" else 1.0] * 4, abs=1e-3)
+        logits = _torch_lenet_bn_from_caffe(layers)(image).detach().numpy()[0]
+        np.testing.assert_allclose(printed[f"from the {layout} file"], logits, atol=2e-6)
+        np.testing.assert_allclose(printed["original model"], logits, atol=2e-6)
+    assert numbers(line_with(out, "nvcaffe file vs original:"))[0] == 0
+    assert numbers(line_with(out, "bvlc file vs original:"))[0] < 1e-5
+    assert "usage:" in run_example("caffe_bn_import.py", "--help", cwd=tmp_path)
+
+
 def test_caffe_state_loads_into_torch_with_the_same_outputs():
     """The converted state uses PyTorch's names and meaning: torch's BatchNorm2d agrees."""
     example = import_example("caffe_bn_import")

@@ -158,7 +158,7 @@ def _batch_norm_state(module_name, module, unit, problems):
             state = blobs.from_bvlc(unit.layer.blobs, unit.scale[1].blobs if unit.scale else None,
                                     prefix)
     except ValueError as error:
-        problems.append(f"{unit.describe()}: {error}")
+        problems.append(f"{unit.describe()}: {str(error).removeprefix('caffe: ')}")
         return {}
     own, named = dict(module.state_dict()), _named(module_name, module)
     given = {key.removeprefix(prefix): array for key, array in state.items()}
@@ -255,8 +255,8 @@ def caffe_layers(model, layout="bvlc"):
             layers[name] = CaffeLayer(kind, [state[key] for key in ("weight", "bias")
                                              if key in state], [], [])
         elif _has_own_state(module):
-            raise ValueError(f"save_caffe: {name} ({type(module).__name__}) has state but no "
-                             "Caffe counterpart (Conv2d, Linear and BatchNorm layers have one)")
+            raise ValueError(f"save_caffe: {_named(name, module)} has state but no Caffe "
+                             "counterpart (Conv2d, Linear and BatchNorm layers have one)")
     return layers
 
 
