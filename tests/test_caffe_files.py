@@ -482,7 +482,8 @@ def test_loading_is_all_or_nothing_and_lists_every_problem(tmp_path):
     assert "broken.caffemodel" in message and "nothing was changed" in message
     assert "InnerProduct 'ip2': blob weight has shape (9, 16), but Linear '12' has weight of " \
            "shape (10, 16)" in message
-    assert "BatchNorm 'bn2' + Scale 'bn2_scale'" in message and "blob 1 (BVLC variance) has 5 values, but the layer has 6 channels" in message
+    assert "BatchNorm 'bn2' + Scale 'bn2_scale': blob 1 (BVLC variance) has 5 values, but the " \
+           "layer has 6 channels" in message
     for key, value in model.state_dict().items():
         assert value.tobytes() == before[key].tobytes(), key          # nothing changed
 
@@ -499,8 +500,8 @@ def test_mismatched_models_and_mappings(tmp_path):
         caffe.load_caffe(nn.Sequential(*modules), path)
     modules = list(lenet_bn(nn))
     modules[1] = nn.BatchNorm2d(4, affine=False)
-    with pytest.raises(StateDictError, match="BatchNorm 'bn1' give weight, but BatchNorm2d '1' "
-                                             "has none"):
+    with pytest.raises(StateDictError, match="BatchNorm 'bn1': a weight in the Caffe blobs, but "
+                                             "BatchNorm2d '1' has none"):
         caffe.load_caffe(nn.Sequential(*modules), path)
     with pytest.raises(StateDictError, match="Conv2d '0' cannot take"):
         caffe.load_caffe(lenet_bn(nn), path, mapping={"0": "ip1"})
@@ -554,3 +555,29 @@ def test_prototxt_drives_the_load_and_its_settings_are_checked(tmp_path):
     prototxt.write_text(PROTOTXT.replace('name: "ip1"', 'name: "ip9"'))
     with pytest.raises(StateDictError, match="InnerProduct 'ip9' has 0 blobs"):
         caffe.load_caffe(model(), path, prototxt)
+
+
+def test_nvcaffe_three_blob_batch_norm_and_a_scale_too_many(tmp_path):
+    """NVIDIA's BatchNorm without scale_bias: [mean * c, var * c, c], shapes (1, C, 1, 1)."""
+    mean, var = F32(3), R.uniform(0.5, 2, 3).astype(np.float32)
+    c = 4.0
+    data, _ = net([layer("bn", "BatchNorm", [blob(mean * c, (1, 3, 1, 1)),
+                                             blob(var * c, (1, 3, 1, 1)), blob([c], (1,))])])
+    layers = caffe.read_caffemodel(write(tmp_path, "bn3.caffemodel", data))
+    model = nn.Sequential(nn.BatchNorm2d(3, affine=False))
+    assert caffe.load_caffe(model, layers) == {"0": "bn"}       # a read mapping works too
+    twin = torch.nn.BatchNorm2d(3, affine=False).eval()
+    twin.running_mean.copy_(torch.tensor(mean)), twin.running_var.copy_(torch.tensor(var))
+    x = F32(2, 3, 4, 4)
+    np.testing.assert_allclose(model.eval()(mg.tensor(x)).numpy(),
+                               twin(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(StateDictError, match=r"Caffe layers into .*\n.*BatchNorm 'bn': no weight "
+                                             "in the Caffe blobs, but BatchNorm2d '0' has one"):
+        caffe.load_caffe(nn.Sequential(nn.BatchNorm2d(3)), layers)
+
+    five = [blob(v, np.shape(v)) for v in (mean, var, [1.0], F32(3), F32(3))]
+    data, _ = net([layer("bn", "BatchNorm", five, ["x"], ["x"]),
+                   layer("sc", "Scale", [blob(F32(3), (3,))], ["x"], ["x"])])
+    with pytest.raises(StateDictError, match="Scale layer 'sc' after it would apply twice"):
+        caffe.load_caffe(nn.Sequential(nn.BatchNorm2d(3)),
+                         write(tmp_path, "bn5.caffemodel", data))

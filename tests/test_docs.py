@@ -3,12 +3,15 @@
 Blocks of one file run in order in one namespace, like a reader pasting them into one session.
 A ```text block that directly follows a python block (nothing but blank lines between) is what
 that block prints; it is compared with doctest's rules (`...` matches anything, runs of
-whitespace are equal). Run this file as a script to see what each block prints:
+whitespace are equal). A page that needs an optional package says so in a comment,
+`<!-- requires: google.protobuf -->`, and is skipped, with the reason, where it is missing.
+Run this file as a script to see what each block prints:
 
     python tests/test_docs.py docs/tour.md
 """
 import contextlib
 import doctest
+import importlib.util
 import io
 import pathlib
 import re
@@ -20,6 +23,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [p for p in [ROOT / "README.md"] if p.exists()]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+REQUIRES = re.compile(r"<!-- requires: ([\w.]+) -->")
 _CHECKER = doctest.OutputChecker()
 _OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
@@ -71,6 +75,9 @@ def test_docs_exist_and_have_code():
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # shown on purpose
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_block_runs_and_prints_what_the_doc_shows(path, tmp_path, monkeypatch):
+    for module in REQUIRES.findall(path.read_text()):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{path.name} needs {module}, which is not installed")
     monkeypatch.chdir(tmp_path)          # files the docs write land in a scratch folder
     for line, expected, printed in run_blocks(path):
         if expected is not None and not _CHECKER.check_output(expected, printed, _OPTIONS):

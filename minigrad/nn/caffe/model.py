@@ -163,15 +163,15 @@ def _batch_norm_state(module_name, module, unit, problems):
     own, named = dict(module.state_dict()), _named(module_name, module)
     given = {key.removeprefix(prefix): array for key, array in state.items()}
     for key in [k for k in own if k not in given]:
-        problems.append(f"{unit.describe()} give no {key}, but {named} has one (check its "
-                        "affine / scale / center / track_running_stats)")
-    for key, array in given.items():
-        if key not in own:
-            problems.append(f"{unit.describe()} give {key}, but {named} has none (check its "
-                            "affine / scale / center / track_running_stats)")
-        elif array.shape != own[key].shape:
-            problems.append(f"{unit.describe()}: {key} has {array.size} values, but {named} "
-                            f"has {key} of shape {own[key].shape}")
+        problems.append(f"{unit.describe()}: no {key} in the Caffe blobs, but {named} has one "
+                        "(check its affine / scale / center / track_running_stats)")
+    for key in [k for k in given if k not in own]:
+        problems.append(f"{unit.describe()}: a {key} in the Caffe blobs, but {named} has none "
+                        "(check its affine / scale / center / track_running_stats)")
+    wrong = [key for key in given if key in own and given[key].shape != own[key].shape]
+    if wrong:
+        problems.append(f"{unit.describe()}: {given[wrong[0]].size} channels, but {named} "
+                        f"has {', '.join(wrong)} of shape {own[wrong[0]].shape}")
     return state
 
 
@@ -213,7 +213,7 @@ def load_caffe(model, caffemodel, prototxt=None, mapping=None):
     if not hasattr(caffemodel, "items"):
         caffemodel = read_caffemodel(caffemodel)
     units = _units(caffemodel, None if prototxt is None else read_prototxt(prototxt))
-    problems, state, loaded = [], {}, OrderedDict()
+    problems, state, loaded = [], {}, {}
     for module_name, module, unit in _pairs(model, units, mapping, problems):
         wanted = _caffe_type(module)
         if wanted != unit.layer.type:
