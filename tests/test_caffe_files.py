@@ -63,6 +63,13 @@ def blob(values, shape=None, legacy=None, double=False, packed=True):
     return out + (data if double else b"")
 
 
+def raw_blob(values, kind, shape):
+    """NVIDIA Caffe's raw blob: shape 7, raw_data_type 10 (DOUBLE 0, FLOAT 1, FLOAT16 2),
+    raw_data 12 (little-endian bytes)."""
+    dtype = {0: "<f8", 1: "<f4", 2: "<f2"}[kind]
+    return shape_record(shape) + number(10, kind) + record(12, np.asarray(values, dtype).tobytes())
+
+
 def shape_record(shape):
     return record(7, record(1, b"".join(varint(n) for n in shape)))
 
@@ -100,6 +107,7 @@ def mixed_fixture():
     """Every encoding the reader must handle, in the current `layer` list."""
     w, b = F32(2, 1, 3, 3), F32(2)
     ip_w, ip_b = R.standard_normal((3, 4)), R.standard_normal(3)
+    float16 = R.standard_normal((1, 3)).astype(np.float16)
     mean, var, scale, shift = F32(2), R.uniform(0.5, 2, 2).astype(np.float32), F32(2), F32(2)
     raw, half = w.astype("<f4").tobytes(), w.size // 2 * 4
     # a packed field in two records: parsers concatenate them
@@ -116,6 +124,8 @@ def mixed_fixture():
         layer("relu1", "ReLU", bottom=["conv1"], top=["conv1"]),
         layer("ip", "InnerProduct", [blob(ip_w, legacy=(1, 1, 3, 4), double=True, packed=False),
                                      blob(ip_b, shape=(3,), double=True)], ["conv1"], ["ip"]),
+        layer("nv", "Scale", [raw_blob(float16, 2, (1, 3)), raw_blob(ip_b, 1, (3,)),
+                              raw_blob(ip_b, 0, (3, 1))], ["ip"], ["ip"]),
     ]
     expected = {"data": ("Input", [], [], ["data"]),
                 "conv1": ("Convolution", [w, b], ["data"], ["conv1"]),
@@ -124,7 +134,9 @@ def mixed_fixture():
                                       np.array([3.0], np.float32)], ["conv1"], ["conv1"]),
                 "scale1": ("Scale", [scale, shift], ["conv1"], ["conv1"]),
                 "relu1": ("ReLU", [], ["conv1"], ["conv1"]),
-                "ip": ("InnerProduct", [ip_w.reshape(1, 1, 3, 4), ip_b], ["conv1"], ["ip"])}
+                "ip": ("InnerProduct", [ip_w.reshape(1, 1, 3, 4), ip_b], ["conv1"], ["ip"]),
+                "nv": ("Scale", [float16, ip_b.astype(np.float32), ip_b.reshape(3, 1)], ["ip"],
+                       ["ip"])}
     return layers, expected
 
 
@@ -165,16 +177,16 @@ def test_reads_hand_encoded_v1_layers(tmp_path):
 
 
 def test_writer_bytes_are_caffes_encoding_and_round_trip(tmp_path):
-    w, bias, d = F32(2, 3, 1, 1), F32(2), R.standard_normal(4)
+    w, bias, d, h = F32(2, 3, 1, 1), F32(2), R.standard_normal(4), F32(5).astype(np.float16)
     layers = {"c": caffe.CaffeLayer("Convolution", [w, bias], ["x"], ["c"]),
               "r": caffe.CaffeLayer("ReLU", [], ["c"], ["c"]),
-              "d": caffe.CaffeLayer("Data64", [d], [], [])}
+              "d": caffe.CaffeLayer("Data64", [d, h], [], [])}
     path = tmp_path / "w.caffemodel"
     caffe.write_caffemodel(path, layers)
     expected, _ = net([layer("c", "Convolution", [blob(w, w.shape), blob(bias, (2,))], ["x"],
                              ["c"]),
                        layer("r", "ReLU", bottom=["c"], top=["c"]),
-                       layer("d", "Data64", [blob(d, (4,), double=True)])])
+                       layer("d", "Data64", [blob(d, (4,), double=True), raw_blob(h, 2, (5,))])])
     assert path.read_bytes() == expected
     # and every encoding of the mixed fixture survives read -> write -> read unchanged
     data, _ = net(mixed_fixture()[0])
@@ -183,7 +195,7 @@ def test_writer_bytes_are_caffes_encoding_and_round_trip(tmp_path):
     again = caffe.read_caffemodel(tmp_path / "b.caffemodel")
     assert_layers(again, {name: tuple(entry) for name, entry in first.items()})
     assert not list(tmp_path.glob(".*.tmp"))                  # the atomic writer's temporary
-    with pytest.raises(caffe.CaffeFormatError, match="dtype int64; Caffe blobs hold float32"):
+    with pytest.raises(caffe.CaffeFormatError, match="dtype int64; Caffe blobs hold float16"):
         caffe.write_caffemodel(tmp_path / "b.caffemodel",
                                {"x": caffe.CaffeLayer("X", [np.arange(3)], [], [])})
     assert caffe.read_caffemodel(tmp_path / "b.caffemodel").keys() == first.keys()   # untouched
@@ -238,6 +250,13 @@ def test_foreign_and_malformed_files(tmp_path):
         "legacy": (record(100, layer("a", "X", [blob(np.ones(4), legacy=(4,))])),
                    r"shape \(4, 0, 0, 0\) holds 0"),
         "utf-8": (record(100, text(1, "ok") + record(3, b"\xff\xfe")), "not UTF-8"),
+        "raw int": (record(100, layer("a", "X", [shape_record((1,)) + number(10, 3)
+                                                 + record(12, bytes(4))])),
+                    "holds raw INT values; weights are DOUBLE, FLOAT, FLOAT16"),
+        "raw bytes": (record(100, layer("a", "X", [raw_blob([1.0], 1, (1,))[:-1]])), "cut"),
+        "raw size": (record(100, layer("a", "X", [shape_record((1,)) + number(10, 1)
+                                                  + record(12, bytes(5))])),
+                     "5 bytes of raw FLOAT data, not a whole number"),
     }
     for name, (data, message) in cases.items():
         path = write(tmp_path, f"{name}.caffemodel", data)
@@ -339,32 +358,38 @@ def lenet_numbers():
 
 def lenet_caffemodel(weights, norms, layout, s=2.5):
     """A LeNet-BN .caffemodel, hand-encoded: "bvlc" (BatchNorm [mean*s, var*s, s] + Scale) or
-    "nvcaffe" (5 blobs; bn1 in the cuDNN engine's (1, C, 1, 1) shapes, the others (C,))."""
+    "nvcaffe" (5 blobs; bn1 in the cuDNN engine's (1, C, 1, 1) shapes, the others (C,)), or
+    "nvcaffe16": that, every blob in NVIDIA's raw float16."""
+    def put(values, shape=None, legacy=None):
+        if layout == "nvcaffe16":
+            return raw_blob(values, 2, shape or legacy)
+        return blob(values, shape, legacy)
+
     def norm(name, bottom):
         mean, var, gamma, beta = norms[name]
         if layout == "bvlc":
-            return [layer(name, "BatchNorm", [blob(mean * s, mean.shape), blob(var * s, var.shape),
-                                              blob([s], (1,))], [bottom], [bottom]),
-                    layer(name + "_scale", "Scale", [blob(gamma, gamma.shape),
-                                                     blob(beta, beta.shape)], [bottom], [bottom])]
+            return [layer(name, "BatchNorm", [put(mean * s, mean.shape), put(var * s, var.shape),
+                                              put([s], (1,))], [bottom], [bottom]),
+                    layer(name + "_scale", "Scale", [put(gamma, gamma.shape),
+                                                     put(beta, beta.shape)], [bottom], [bottom])]
         shape = (1, mean.size, 1, 1) if name == "bn1" else mean.shape
-        return [layer(name, "BatchNorm", [blob(v, shape) for v in (mean, var)]
-                      + [blob([1.0], (1,))] + [blob(v, shape) for v in (gamma, beta)],
+        return [layer(name, "BatchNorm", [put(v, shape) for v in (mean, var)]
+                      + [put([1.0], (1,))] + [put(v, shape) for v in (gamma, beta)],
                       [bottom], [bottom])]
 
     w = weights
     layers = ([layer("data", "Input", top=["data"]),
-               layer("conv1", "Convolution", [blob(w["conv1"], w["conv1"].shape)], ["data"],
+               layer("conv1", "Convolution", [put(w["conv1"], w["conv1"].shape)], ["data"],
                      ["conv1"])] + norm("bn1", "conv1")
               + [layer("relu1", "ReLU", bottom=["conv1"], top=["conv1"]),
                  layer("pool1", "Pooling", bottom=["conv1"], top=["pool1"]),
-                 layer("conv2", "Convolution", [blob(w["conv2"], w["conv2"].shape)], ["pool1"],
+                 layer("conv2", "Convolution", [put(w["conv2"], w["conv2"].shape)], ["pool1"],
                        ["conv2"])] + norm("bn2", "conv2")
               + [layer("pool2", "Pooling", bottom=["conv2"], top=["pool2"]),
-                 layer("ip1", "InnerProduct", [blob(w["ip1"], legacy=(1, 1, 16, 150))],
+                 layer("ip1", "InnerProduct", [put(w["ip1"], legacy=(1, 1, 16, 150))],
                        ["pool2"], ["ip1"])] + norm("bn3", "ip1")
-              + [layer("ip2", "InnerProduct", [blob(w["ip2"], w["ip2"].shape),
-                                               blob(w["ip2_bias"], legacy=(1, 1, 1, 10))],
+              + [layer("ip2", "InnerProduct", [put(w["ip2"], w["ip2"].shape),
+                                               put(w["ip2_bias"], legacy=(1, 1, 1, 10))],
                        ["ip1"], ["ip2"]),
                  layer("prob", "Softmax", bottom=["ip2"], top=["prob"])])
     return net(layers)[0]
@@ -385,9 +410,13 @@ def torch_twin(weights, norms):
     return model.eval()
 
 
-@pytest.mark.parametrize("layout", ["bvlc", "nvcaffe"])
+@pytest.mark.parametrize("layout", ["bvlc", "nvcaffe", "nvcaffe16"])
 def test_lenet_bn_caffemodel_gives_torchs_logits(tmp_path, layout):
     weights, norms = lenet_numbers()
+    if layout == "nvcaffe16":            # the twin gets the numbers the file holds
+        to16 = lambda a: a.astype(np.float16).astype(np.float32)         # noqa: E731
+        weights = {k: to16(v) for k, v in weights.items()}
+        norms = {k: tuple(map(to16, v)) for k, v in norms.items()}
     path = write(tmp_path, f"lenet_{layout}.caffemodel", lenet_caffemodel(weights, norms, layout))
     model = lenet_bn(nn)
     loaded = caffe.load_caffe(model, path)

@@ -7,8 +7,10 @@
 Both layer lists are read: the current `layer` (field 100) and the deprecated V1 `layers`
 (field 2, whose type is an enum: V1's CONVOLUTION comes back as "Convolution", as Caffe's own
 upgrade names it). A blob's shape is its `shape` field, or the legacy num/channels/height/width
-(then 4-D, as Caffe reads it); its values are `double_data` when present (float64), else `data`
-(float32). Writing always uses the current layout: `layer`, `shape`, packed data.
+(then 4-D, as Caffe reads it); its values are NVIDIA Caffe's `raw_data` when present (float16,
+float32 or float64, as `raw_data_type` says), else `double_data` when present (float64), else
+`data` (float32). Writing uses the current layout: `layer`, `shape`, packed `data` (float32) or
+`double_data` (float64); float16 blobs go to `raw_data`, which only NVIDIA Caffe reads.
 
 A file that is truncated inside a layer, or is not a NetParameter at all, raises
 `CaffeFormatError` naming the file. (A cut exactly between two top-level layers leaves a valid,
@@ -22,7 +24,7 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 from ...atomic import atomic_write
-from .schema import PARAMS, V1_LAYER_TYPES, messages
+from .schema import PARAMS, RAW_DTYPES, V1_LAYER_TYPES, messages
 
 CaffeLayer = namedtuple("CaffeLayer", ["type", "blobs", "bottom", "top"])
 CaffeLayer.__doc__ = """One layer of a .caffemodel: its type string ("Convolution"), its blobs
@@ -104,13 +106,16 @@ def _names(path, message, v1):
 
 
 def _blob_array(path, layer, index, blob):
-    """A blob as a NumPy array of its shape: float64 from double_data, else float32."""
+    """A blob as a NumPy array of its shape: float64 from double_data, NVIDIA's raw_data in its
+    raw_data_type (float16, float32 or float64), else float32 from data."""
     legacy = ("num", "channels", "height", "width")
     if any(blob.HasField(name) for name in legacy):
         shape = tuple(getattr(blob, name) for name in legacy)
     else:
         shape = tuple(blob.shape.dim)
-    if blob.double_data:
+    if blob.HasField("raw_data"):
+        values = _raw_values(path, layer, index, blob)
+    elif blob.double_data:
         values = numpy.array(blob.double_data, dtype=numpy.float64)
     else:
         values = numpy.array(blob.data, dtype=numpy.float32)
@@ -118,6 +123,20 @@ def _blob_array(path, layer, index, blob):
         raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has {values.size} values, "
                                f"but its shape {shape} holds {math.prod(shape)}")
     return values.reshape(shape)
+
+
+def _raw_values(path, layer, index, blob):
+    kind = blob.DESCRIPTOR.fields_by_name["raw_data_type"].enum_type.values_by_number.get(
+        blob.raw_data_type)
+    kind = kind.name if kind is not None else str(blob.raw_data_type)
+    if kind not in RAW_DTYPES:
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} holds raw {kind} values; "
+                               f"weights are {', '.join(RAW_DTYPES)}")
+    dtype = numpy.dtype(RAW_DTYPES[kind])
+    if len(blob.raw_data) % dtype.itemsize:
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has {len(blob.raw_data)} "
+                               f"bytes of raw {kind} data, not a whole number of values")
+    return numpy.frombuffer(blob.raw_data, dtype).astype(dtype.newbyteorder("="))
 
 
 def read_prototxt(path):
@@ -164,7 +183,8 @@ def _fields(message):
 def write_caffemodel(path, layers):
     """Write `layers` ({name: CaffeLayer}, or (name, CaffeLayer) pairs) as a binary
     .caffemodel, atomically: the current `layer` list, each blob with its `shape`, float32
-    blobs as `data`, float64 blobs as `double_data`. Readers get the arrays back bit for bit."""
+    blobs as `data`, float64 as `double_data`, float16 as NVIDIA's `raw_data`. Readers get the
+    arrays back bit for bit."""
     classes = messages()
     net = classes["NetParameter"]()
     items = layers.items() if hasattr(layers, "items") else layers
@@ -178,9 +198,13 @@ def write_caffemodel(path, layers):
 
 def _fill_blob(path, layer, index, message, blob):
     array = numpy.asarray(blob)
-    if array.dtype not in (numpy.float32, numpy.float64):
+    if array.dtype not in (numpy.float16, numpy.float32, numpy.float64):
         raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has dtype {array.dtype}; "
-                               "Caffe blobs hold float32 or float64 values")
+                               "Caffe blobs hold float16, float32 or float64 values")
     message.shape.dim.extend(array.shape)
+    if array.dtype == numpy.float16:        # only NVIDIA Caffe reads these
+        message.raw_data_type = message.FLOAT16
+        message.raw_data = array.astype("<f2").tobytes()
+        return
     values = array.reshape(-1).tolist()    # a list: protobuf copies it ~5x faster than an array
     (message.double_data if array.dtype == numpy.float64 else message.data).extend(values)

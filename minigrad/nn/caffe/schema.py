@@ -30,6 +30,10 @@ V1_LAYER_TYPES = {
     "TANH": (23, "TanH"), "WINDOW_DATA": (24, "WindowData"), "THRESHOLD": (31, "Threshold"),
 }
 
+# NVIDIA Caffe's blobs may hold their values as raw little-endian bytes (raw_data, with
+# raw_data_type): float16 models do. {Type: NumPy dtype}; INT and UINT are not weights.
+RAW_DTYPES = {"DOUBLE": "<f8", "FLOAT": "<f4", "FLOAT16": "<f2"}
+
 # The layer-parameter messages read_prototxt reports; V1 layers have only the last three.
 PARAMS = ("batch_norm_param", "scale_param", "convolution_param", "inner_product_param",
           "pooling_param")
@@ -38,9 +42,12 @@ _SCHEMA = """
 message BlobShape
   repeated int64 dim = 1 packed
 message BlobProto
+  enum Type DOUBLE=0 FLOAT=1 FLOAT16=2 INT=3 UINT=4
   optional BlobShape shape = 7
   repeated float data = 5 packed
   repeated double double_data = 8 packed
+  optional Type raw_data_type = 10
+  optional bytes raw_data = 12
   optional int32 num = 1
   optional int32 channels = 2
   optional int32 height = 3
@@ -128,7 +135,8 @@ def _file_descriptor():
     from google.protobuf import descriptor_pb2
 
     field_proto = descriptor_pb2.FieldDescriptorProto
-    scalars = {"string": field_proto.TYPE_STRING, "bool": field_proto.TYPE_BOOL,
+    scalars = {"string": field_proto.TYPE_STRING, "bytes": field_proto.TYPE_BYTES,
+               "bool": field_proto.TYPE_BOOL,
                "float": field_proto.TYPE_FLOAT, "double": field_proto.TYPE_DOUBLE,
                "int32": field_proto.TYPE_INT32, "uint32": field_proto.TYPE_UINT32,
                "int64": field_proto.TYPE_INT64}
