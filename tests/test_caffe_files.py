@@ -610,3 +610,14 @@ def test_nvcaffe_three_blob_batch_norm_and_a_scale_too_many(tmp_path):
     with pytest.raises(StateDictError, match="Scale layer 'sc' after it would apply twice"):
         caffe.load_caffe(nn.Sequential(nn.BatchNorm2d(3)),
                          write(tmp_path, "bn5.caffemodel", data))
+
+
+def test_a_model_that_is_one_layer_round_trips(tmp_path):
+    """The model itself (module name "") as the only Caffe layer."""
+    for make in (lambda: nn.Linear(4, 3), lambda: nn.BatchNorm1d(3)):
+        source, target = randomized(make(), 5), randomized(make(), 6)
+        caffe.save_caffe(source, tmp_path / "one.caffemodel", layout="nvcaffe")
+        assert caffe.load_caffe(target, tmp_path / "one.caffemodel") == {"": ""}
+        for key, value in source.state_dict().items():
+            if not key.endswith("num_batches_tracked"):
+                assert target.state_dict()[key].tobytes() == value.tobytes(), key

@@ -63,12 +63,13 @@ def read_caffemodel(path):
 
 
 def _parse_net(path, data):
+    net_class = messages()["NetParameter"]      # first: says what to install without protobuf
     from google.protobuf.message import DecodeError
 
     if not data:
         raise CaffeFormatError(f"{path}: the file is empty, not a Caffe model")
     try:
-        net = messages()["NetParameter"].FromString(data)
+        net = net_class.FromString(data)
     except DecodeError:
         raise CaffeFormatError(f"{path}: not a Caffe model file (a binary NetParameter "
                                f"protobuf), or one cut short{_text_hint(data)}") from None
@@ -126,9 +127,7 @@ def _blob_array(path, layer, index, blob):
 
 
 def _raw_values(path, layer, index, blob):
-    kind = blob.DESCRIPTOR.fields_by_name["raw_data_type"].enum_type.values_by_number.get(
-        blob.raw_data_type)
-    kind = kind.name if kind is not None else str(blob.raw_data_type)
+    kind = blob.Type.Name(blob.raw_data_type)
     if kind not in RAW_DTYPES:
         raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} holds raw {kind} values; "
                                f"weights are {', '.join(RAW_DTYPES)}")
@@ -143,9 +142,9 @@ def read_prototxt(path):
     """The layers of a text .prototxt (current `layer { ... }` or V1 `layers { ... }`) as a
     list of PrototxtLayer(name, type, bottom, top, params), in file order. Fields this reader
     does not know (param { lr_mult }, fillers, data sources) are skipped."""
+    net = messages()["NetParameter"]()         # first: says what to install without protobuf
     from google.protobuf import text_format
 
-    net = messages()["NetParameter"]()
     try:
         with open(path, encoding="utf-8") as file:
             text_format.Parse(file.read(), net, allow_unknown_field=True)
@@ -168,8 +167,10 @@ def _fields(message):
     values = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        # protobuf 7 has is_repeated; older versions only label
-        if getattr(field, "is_repeated", None) or getattr(field, "label", 0) == 3:
+        repeated = getattr(field, "is_repeated", None)     # protobuf 7; before, only label
+        if repeated is None:
+            repeated = field.label == field.LABEL_REPEATED
+        if repeated:
             value = list(value)
         elif field.enum_type is not None:
             value = field.enum_type.values_by_number[value].name

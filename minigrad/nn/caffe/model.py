@@ -20,6 +20,8 @@ in the caffemodel), and its settings are checked against the modules: kernel, st
 padding of convolutions, eps of batch norms; an InnerProduct with `transpose: true` is
 transposed.
 """
+import itertools
+import math
 import os
 from collections import OrderedDict
 
@@ -45,7 +47,13 @@ def _named(name, module):
 
 
 def _has_own_state(module):
-    return any(v is not None for v in (*module._parameters.values(), *module._buffers.values()))
+    own = itertools.chain(module.parameters(recurse=False), module.buffers(recurse=False))
+    return next(own, None) is not None
+
+
+def _key(module_name, key):
+    """The state-dict key of a module's tensor (the model itself has the name "")."""
+    return f"{module_name}.{key}" if module_name else key
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -132,13 +140,14 @@ def _weights_state(module_name, module, unit, problems):
                         f"{wanted}")
         return {}
     weight = layer.blobs[0]
-    if unit.params.get("inner_product_param", {}).get("transpose"):
+    transposed = unit.params.get("inner_product_param", {}).get("transpose")
+    if transposed and weight.size == math.prod(module.weight.shape):
         weight = weight.reshape(-1, module.out_features).T      # stored (I, O)
     state = {}
     for key, blob in zip(("weight", "bias")[:wanted], (weight, *layer.blobs[1:]), strict=True):
         target = getattr(module, key).shape
         if _fits(blob, target):
-            state[f"{module_name}.{key}"] = blob.reshape(target)
+            state[_key(module_name, key)] = blob.reshape(target)
         else:
             problems.append(f"{unit.describe()}: blob {key} has shape {blob.shape}, but "
                             f"{_named(module_name, module)} has {key} of shape {target}")
@@ -147,7 +156,7 @@ def _weights_state(module_name, module, unit, problems):
 
 def _batch_norm_state(module_name, module, unit, problems):
     """{key: array} for a BatchNorm from BVLC's BatchNorm (+ Scale) or NVIDIA's fused blobs."""
-    prefix = module_name + "."
+    prefix = _key(module_name, "")
     try:
         if len(unit.layer.blobs) == 5:
             if unit.scale:
@@ -243,7 +252,7 @@ def caffe_layers(model, layout="bvlc"):
     layers = OrderedDict()
     for name, module in model.named_modules():
         kind = _caffe_type(module)
-        state = module.state_dict()
+        state = module.state_dict() if kind is not None else None
         if kind == "BatchNorm" and layout == "bvlc":
             batch_norm, scale = blobs.to_bvlc(state)
             layers[name] = CaffeLayer("BatchNorm", batch_norm, [], [])
