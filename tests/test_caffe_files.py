@@ -177,7 +177,7 @@ def test_reads_hand_encoded_v1_layers(tmp_path):
 
 
 def test_writer_bytes_are_caffes_encoding_and_round_trip(tmp_path):
-    w, bias, d, h = F32(2, 3, 1, 1), F32(2), R.standard_normal(4), F32(5).astype(np.float16)
+    w, bias, d, h = F32(2, 3, 1, 1), F32(2), R.standard_normal(40), F32(5).astype(np.float16)
     layers = {"c": caffe.CaffeLayer("Convolution", [w, bias], ["x"], ["c"]),
               "r": caffe.CaffeLayer("ReLU", [], ["c"], ["c"]),
               "d": caffe.CaffeLayer("Data64", [d, h], [], [])}
@@ -186,7 +186,7 @@ def test_writer_bytes_are_caffes_encoding_and_round_trip(tmp_path):
     expected, _ = net([layer("c", "Convolution", [blob(w, w.shape), blob(bias, (2,))], ["x"],
                              ["c"]),
                        layer("r", "ReLU", bottom=["c"], top=["c"]),
-                       layer("d", "Data64", [blob(d, (4,), double=True), raw_blob(h, 2, (5,))])])
+                       layer("d", "Data64", [blob(d, (40,), double=True), raw_blob(h, 2, (5,))])])
     assert path.read_bytes() == expected
     # and every encoding of the mixed fixture survives read -> write -> read unchanged
     data, _ = net(mixed_fixture()[0])

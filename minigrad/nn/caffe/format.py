@@ -207,5 +207,23 @@ def _fill_blob(path, layer, index, message, blob):
         message.raw_data_type = message.FLOAT16
         message.raw_data = array.astype("<f2").tobytes()
         return
-    values = array.reshape(-1).tolist()    # a list: protobuf copies it ~5x faster than an array
-    (message.double_data if array.dtype == numpy.float64 else message.data).extend(values)
+    field, dtype = ("double_data", "<f8") if array.dtype == numpy.float64 else ("data", "<f4")
+    message.MergeFromString(_packed(message.DESCRIPTOR.fields_by_name[field].number,
+                                    array.astype(dtype).tobytes()))
+
+
+def _packed(number, payload):
+    """A packed repeated field as protobuf encodes it: the key (field number, wire type 2:
+    length-delimited), the length, the little-endian values. Handing protobuf these bytes is
+    ~10x faster than extending the field from a list, and gives the same file."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value):
+    """protobuf's base-128 varint: 7 bits a byte, low bits first, high bit = more follow."""
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
