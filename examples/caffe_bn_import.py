@@ -19,7 +19,6 @@ written as a .caffemodel in both layouts (the BVLC one rewritten with s != 1, as
 has it), each file is read back into a fresh LeNet-BN, and the logits are compared.
 """
 import argparse
-import importlib.util
 import os
 
 import numpy as np
@@ -213,7 +212,9 @@ def main(argv=None):
                         "(default: the current one)")
     args = parser.parse_args(argv)
     s = blob_layouts(np.random.default_rng(0))
-    if importlib.util.find_spec("google.protobuf") is None:
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
         print("\n(.caffemodel files skipped: they need protobuf, pip install 'minigrad[caffe]')")
         return
     model_files(args.out, s)

@@ -5,8 +5,6 @@ The readers are tested against bytes written here by hand, with a tiny protobuf 
 with minigrad's schema. The numbers loaded into minigrad are compared with a PyTorch twin
 filled straight from the raw blobs.
 """
-import importlib.util
-
 import numpy as np
 import pytest
 import torch
@@ -16,9 +14,8 @@ from minigrad import nn
 from minigrad.nn import caffe
 from minigrad.nn.module import StateDictError
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("google.protobuf") is None,
-                                reason="the Caffe file readers need protobuf "
-                                       "(pip install 'minigrad[caffe]')")
+pytest.importorskip("google.protobuf", reason="the Caffe file readers need protobuf "
+                                              "(pip install 'minigrad[caffe]')")
 
 
 # ------------------------------------------------------------------ a hand-written wire encoder

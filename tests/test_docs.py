@@ -11,7 +11,6 @@ Run this file as a script to see what each block prints:
 """
 import contextlib
 import doctest
-import importlib.util
 import io
 import pathlib
 import re
@@ -76,8 +75,7 @@ def test_docs_exist_and_have_code():
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_block_runs_and_prints_what_the_doc_shows(path, tmp_path, monkeypatch):
     for module in REQUIRES.findall(path.read_text()):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{path.name} needs {module}, which is not installed")
+        pytest.importorskip(module, reason=f"{path.name} needs {module}, which is not installed")
     monkeypatch.chdir(tmp_path)          # files the docs write land in a scratch folder
     for line, expected, printed in run_blocks(path):
         if expected is not None and not _CHECKER.check_output(expected, printed, _OPTIONS):

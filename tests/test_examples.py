@@ -231,8 +231,8 @@ def _torch_module(module):
 def test_caffe_bn_import_files(tmp_path):
     """The example's .caffemodel files hold a LeNet-BN that torch, filled from the raw blobs,
     runs to the logits the example prints for each file."""
-    if importlib.util.find_spec("google.protobuf") is None:
-        pytest.skip("the .caffemodel part of the example needs protobuf")
+    pytest.importorskip("google.protobuf", reason="the .caffemodel part of the example needs "
+                                                  "protobuf (pip install 'minigrad[caffe]')")
     out = run_example("caffe_bn_import.py", "--out", "files", cwd=tmp_path)
     s = float(re.search(r"rewritten with s = ([\d.]+)", out).group(1))
     example = import_example("caffe_bn_import")
