@@ -11,6 +11,6 @@ from .tensor import Tensor
 from . import viz
 from . import data
 from . import nn, optim
-from .serialization import load, save
+from .serialization import CheckpointError, load, save
 
 __version__ = "0.1.0"

@@ -1,55 +1,36 @@
-"""`save(state, path)` and `load(path)`: flat name -> array checkpoints, never pickle.
+"""`save(state, path)` and `load(path)`: checkpoints of arrays and nested state, never pickle.
 
-The format follows the file's extension:
+The format follows the file's extension (see `minigrad.formats`):
 
-    .safetensors   the safetensors format (a JSON header, then raw little-endian bytes)
-    .npz           NumPy's zip of .npy files, read with allow_pickle=False
+    .safetensors   a JSON header, then raw little-endian bytes; SHA-256 digests verified on load
+    .npz           NumPy's zip of .npy files (allow_pickle=False) with a manifest of its members
+
+`state` is a flat dict of name -> array (e.g. `model.state_dict()`), stored as exactly those
+named arrays so other tools read the file, or nested state: dicts (str or int keys), lists and
+tuples of arrays, Tensors, Python numbers, strings, bools and None, e.g.
+
+    mg.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, path)
+
+Nested state is stored as its arrays, named by their dotted key paths ("model.0.weight"), plus
+a JSON description of the structure, which `load` uses to give back the same structure.
 
 Saving is atomic (see `minigrad.atomic`): a crash or an exception mid-write leaves any earlier
-file under `path` as it was, and no temporary behind.
+file under `path` as it was.
 """
+import math
 import os
-import zipfile
 
 import numpy
-import safetensors
-import safetensors.numpy
 
 from .atomic import atomic_write
+from .formats import CheckpointError, fail
+from .formats import npz, safetensors
 from .tensor import Tensor
 
+__all__ = ["CheckpointError", "load", "save"]
 
-class CheckpointError(ValueError):
-    """A file could not be read as the checkpoint format its extension names."""
-
-
-def _write_safetensors(arrays, file):
-    file.write(safetensors.numpy.save(arrays))
-
-
-def _read_safetensors(path):
-    return safetensors.numpy.load_file(path)
-
-
-def _write_npz(arrays, file):
-    numpy.savez(file, **arrays)
-
-
-def _read_npz(path):
-    with open(path, "rb") as file:
-        if file.read(2) != b"PK":  # every zip archive starts with a "PK" record
-            raise CheckpointError("it is not a zip archive")
-    archive = numpy.load(path, allow_pickle=False)
-    try:
-        return {name: archive[name] for name in archive.files}
-    finally:
-        archive.close()
-
-
-_FORMATS = {
-    ".safetensors": (_write_safetensors, _read_safetensors),
-    ".npz": (_write_npz, _read_npz),
-}
+_FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz}
+_RESERVED_NAMES = {safetensors.METADATA}   # names a flat dict cannot use as array names
 
 
 def _format(path, action):
@@ -61,55 +42,151 @@ def _format(path, action):
     return extension
 
 
-def _as_arrays(state):
-    """`state` as {name: C-contiguous NumPy array}, rejecting anything that is not flat data."""
-    if not isinstance(state, dict):
+def _is_array(value):
+    return isinstance(value, (Tensor, numpy.ndarray, numpy.generic)) or (
+        hasattr(value, "__array__") and not isinstance(value, (dict, list, tuple, str)))
+
+
+def _as_array(value, where, check):
+    """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    try:
+        array = numpy.asarray(value, order="C")
+    except Exception as error:  # a foreign array type that refuses conversion
+        raise TypeError(f"save: {where} ({type(value).__name__}) cannot be read as a NumPy "
+                        f"array: {error}") from error
+    check(array, where)
+    return array
+
+
+class _Flattener:
+    """Nested state -> ({dotted name: array}, JSON structure that refers to the arrays by name).
+
+    Structure nodes: {"tensor"|"array"|"scalar": name} for a Tensor, a NumPy array or a NumPy
+    scalar; {"dict": [[key, node], ...]} (key order and int keys kept), {"list": [...]},
+    {"tuple": [...]}; {"float": "nan"|"inf"|"-inf"}; JSON null, bools, numbers and strings as
+    themselves."""
+
+    def __init__(self, check):
+        self.check, self.arrays = check, {}
+
+    def node(self, value, keys):
+        where = "state" + "".join(f"[{k!r}]" for k in keys)
+        if _is_array(value):
+            kind = ("tensor" if isinstance(value, Tensor) else
+                    "scalar" if isinstance(value, numpy.generic) else "array")
+            return {kind: self._add(".".join(map(str, keys)) or "value",
+                                    _as_array(value, where, self.check))}
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"float": repr(value)}
+        if isinstance(value, dict):
+            for key in value:
+                if isinstance(key, bool) or not isinstance(key, (str, int)):
+                    raise TypeError(f"save: {where} has the key {key!r} "
+                                    f"({type(key).__name__}); keys must be str or int")
+            return {"dict": [[k, self.node(v, keys + [k])] for k, v in value.items()]}
+        if isinstance(value, (list, tuple)):
+            return {type(value).__name__: [self.node(v, keys + [i]) for i, v in enumerate(value)]}
+        raise TypeError(f"save: {where} is a {type(value).__name__}; state may hold arrays, "
+                        "Tensors, dicts, lists, tuples, numbers, strings, bools and None")
+
+    def _add(self, name, array):
+        unique, count = name, 1
+        while unique in self.arrays or unique in _RESERVED_NAMES:
+            count += 1
+            unique = f"{name}#{count}"
+        self.arrays[unique] = array
+        return unique
+
+
+def _flatten(state, check):
+    """(arrays, structure): structure is None for a flat dict of str -> array, which is stored
+    as exactly those named arrays."""
+    if not isinstance(state, (dict, list, tuple)):
         hint = " (pass model.state_dict())" if hasattr(state, "state_dict") else ""
-        raise TypeError(f"save: state must be a dict of name -> array, not "
-                        f"{type(state).__name__}{hint}")
-    arrays = {}
-    for name, value in state.items():
-        if not isinstance(name, str):
-            raise TypeError(f"save: key {name!r} is a {type(name).__name__}; keys must be str")
-        if isinstance(value, Tensor):
-            value = value.numpy()
-        elif not (isinstance(value, (numpy.ndarray, numpy.generic)) or hasattr(value, "__array__")):
-            raise TypeError(f"save: state[{name!r}] is a {type(value).__name__}; values must be "
-                            "arrays or Tensors (nested dicts are not supported: flatten them "
-                            "with dotted names)")
-        try:
-            array = numpy.asarray(value, order="C")
-        except Exception as error:  # a foreign array type that refuses conversion
-            raise TypeError(f"save: state[{name!r}] ({type(value).__name__}) cannot be read as "
-                            f"a NumPy array: {error}") from error
-        if array.dtype.hasobject:
-            raise TypeError(f"save: state[{name!r}] has dtype object, which could only be "
-                            "stored with pickle; store numeric arrays")
-        arrays[name] = array
-    return arrays
+        raise TypeError(f"save: state must be a dict (e.g. model.state_dict()), a list or a "
+                        f"tuple, not {type(state).__name__}{hint}")
+    if isinstance(state, dict) and all(isinstance(k, str) and k not in _RESERVED_NAMES
+                                       and _is_array(v) for k, v in state.items()):
+        return {k: _as_array(v, f"state[{k!r}]", check) for k, v in state.items()}, None
+    flattener = _Flattener(check)
+    structure = flattener.node(state, [])
+    return flattener.arrays, structure
+
+
+def _unflatten(node, arrays, device, used, path, extension):
+    """The state described by `node`; CheckpointError for a structure that is not one."""
+    def bad(what):
+        return fail(path, extension, f"the stored structure is damaged ({what})")
+
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    if not (isinstance(node, dict) and len(node) == 1):
+        raise bad(f"unexpected node {node!r:.80}")
+    (kind, content), = node.items()
+    if kind in ("tensor", "array", "scalar"):
+        if not isinstance(content, str) or content not in arrays or content in used:
+            raise bad(f"{kind} {content!r:.80} is not one of the stored arrays")
+        used.add(content)
+        array = arrays[content]
+        if kind == "tensor":
+            return Tensor(array, dtype=array.dtype, device=device)
+        return array[()] if kind == "scalar" else array
+    if kind == "float" and content in ("nan", "inf", "-inf"):
+        return float(content)
+    if kind in ("list", "tuple") and isinstance(content, list):
+        items = [_unflatten(v, arrays, device, used, path, extension) for v in content]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict" and isinstance(content, list) and all(
+            isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
+            for item in content):
+        return {k: _unflatten(v, arrays, device, used, path, extension) for k, v in content}
+    raise bad(f"unexpected node {node!r:.80}")
 
 
 def save(state, path):
-    """Write `state` (a flat dict of name -> NumPy array or Tensor, e.g. `model.state_dict()`)
-    to `path` as .safetensors or .npz, by its extension, atomically."""
+    """Write `state` to `path` as .safetensors or .npz, by its extension, atomically.
+
+    state: a flat dict of name -> NumPy array or Tensor (e.g. `model.state_dict()`), stored as
+    those named arrays; or nested dicts (str or int keys), lists and tuples of arrays, Tensors,
+    NumPy scalars, Python numbers, strings, bools and None. Anything else is a TypeError raised
+    before the file is touched. Raises PermissionError where open(path, "w") would."""
     path = os.fspath(path)
-    write, _ = _FORMATS[_format(path, "save")]
-    arrays = _as_arrays(state)
-    atomic_write(path, lambda file: write(arrays, file))
+    extension = _format(path, "save")
+    file_format = _FORMATS[extension]
+    arrays, structure = _flatten(state, file_format.check)
+    atomic_write(path, lambda file: file_format.write(file, arrays, structure))
 
 
-def load(path):
-    """Read a checkpoint written by `save` (or any .safetensors / .npz file of plain arrays):
-    a dict of name -> NumPy array. A truncated, corrupt or foreign file raises CheckpointError
-    naming the file and the format."""
+def load(path, device=None):
+    """Read a checkpoint written by `save`, or any .safetensors / .npz file of plain arrays.
+
+    A flat dict comes back as a dict of name -> NumPy array, or of Tensors on `device` when a
+    device is given. Nested state comes back with the same structure: NumPy arrays and scalars
+    as they were saved, Tensors as Tensors on `device` (default the CPU).
+
+    Integrity: in .safetensors files written by minigrad every tensor's SHA-256 and the header's
+    are verified; files written by other tools have no digests, so that check is skipped for
+    them (their layout is still checked). In .npz files the zip CRC of each member is verified,
+    and minigrad's manifest must list exactly the members present (archives from other tools
+    have no manifest; that check is skipped). A truncated, corrupt or foreign file raises
+    CheckpointError (a ValueError) naming the file and the cause; a missing one
+    FileNotFoundError."""
     path = os.fspath(path)
     extension = _format(path, "load")
-    _, read = _FORMATS[extension]
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load: no checkpoint file {path!r}")
-    try:
-        return read(path)
-    except (safetensors.SafetensorError, zipfile.BadZipFile, ValueError, OSError, EOFError,
-            KeyError) as error:
-        raise CheckpointError(f"load: {path!r} is not a valid {extension} checkpoint "
-                              f"(truncated, corrupt or another format): {error}") from error
+    arrays, structure = _FORMATS[extension].read(path)
+    if structure is None:
+        if device is None:
+            return arrays
+        return {name: Tensor(a, dtype=a.dtype, device=device) for name, a in arrays.items()}
+    used = set()
+    state = _unflatten(structure, arrays, device, used, path, extension)
+    if used != set(arrays):
+        raise fail(path, extension, f"the stored structure does not use the arrays "
+                                    f"{sorted(set(arrays) - used)[:5]}")
+    return state
