@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import warnings
 
+from .atomic import atomic_write
+
 _LEAF_REQUIRES_GRAD = 'shape=ellipse, style=filled, fillcolor="#cfe2f3"'
 _LEAF_CONSTANT = 'shape=ellipse, style=filled, fillcolor="#eeeeee"'
 _OP = 'shape=box, style="rounded,filled", fillcolor="#ffffff"'
@@ -93,7 +95,8 @@ def render(tensors, path, name="minigrad"):
 
     The format comes from the extension (.svg, .png, .pdf, ...) and the drawing from Graphviz's
     `dot` program. Without Graphviz (or for a .dot path) the DOT text is written instead, next to
-    `path` with the extension .dot, and a warning says so.
+    `path` with the extension .dot, and a warning says so. The file is written atomically (see
+    `minigrad.atomic`): a symlink planted at the name is replaced, never followed.
     """
     path = pathlib.Path(path)
     text = to_dot(tensors, name)
@@ -101,7 +104,7 @@ def render(tensors, path, name="minigrad"):
     dot = shutil.which("dot")
     if fmt in ("dot", "gv") or dot is None:
         target = path if fmt in ("dot", "gv") else path.with_suffix(".dot")
-        target.write_text(text)
+        atomic_write(target, lambda file: file.write(text.encode()))
         if target != path:
             warnings.warn(f"viz.render: Graphviz's `dot` program was not found, so the graph was "
                           f"written as DOT text to {target} instead of {path}. Install Graphviz "
@@ -110,9 +113,11 @@ def render(tensors, path, name="minigrad"):
         return target
     if not fmt:
         raise ValueError(f"viz.render: {path} has no extension; use .svg, .png, .pdf or .dot")
-    done = subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=text, text=True,
-                          capture_output=True)
+    # dot writes to a pipe, not to `path`: the picture reaches the file through atomic_write.
+    done = subprocess.run([dot, f"-T{fmt}"], input=text.encode(), capture_output=True)
     if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip()
         raise RuntimeError(f"viz.render: `dot -T{fmt}` failed for {path}: "
-                           f"{done.stderr.strip() or 'exit status %d' % done.returncode}")
+                           f"{message or 'exit status %d' % done.returncode}")
+    atomic_write(path, lambda file: file.write(done.stdout))
     return path

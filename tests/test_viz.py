@@ -4,6 +4,7 @@ import re
 import shutil
 import stat
 import sys
+import warnings
 
 import pytest
 
@@ -122,13 +123,34 @@ def fake_dot(tmp_path, monkeypatch, body):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
 def test_render_calls_dot_with_format_from_extension(tmp_path, monkeypatch):
-    # The fake copies its stdin (the DOT text) into the output file and records its arguments.
-    fake_dot(tmp_path, monkeypatch, 'echo "$1 $2" > "$3.args"; cat > "$3"')
+    # The fake copies its stdin (the DOT text) to its stdout and records its arguments.
+    fake_dot(tmp_path, monkeypatch, f'echo "$@" > "{tmp_path}/dot.args"; cat')
     *_, loss = small_graph()
     target = tmp_path / "graph.png"
     assert mg.viz.render(loss, target) == target
     assert target.read_text() == mg.viz.to_dot(loss)
-    assert (tmp_path / "graph.png.args").read_text().split() == ["-Tpng", "-o"]
+    assert (tmp_path / "dot.args").read_text().split() == ["-Tpng"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
+@pytest.mark.parametrize("extension, graphviz", [(".svg", True), (".svg", False), (".dot", False)])
+def test_render_replaces_a_planted_symlink_instead_of_following_it(tmp_path, monkeypatch,
+                                                                   extension, graphviz):
+    if graphviz:
+        fake_dot(tmp_path, monkeypatch, "cat")
+    else:
+        monkeypatch.setattr(shutil, "which", lambda name: None)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for name in {"graph" + extension, "graph.dot"}:
+        (tmp_path / name).symlink_to(victim)
+    *_, loss = small_graph()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        written = mg.viz.render(loss, tmp_path / ("graph" + extension))
+    assert victim.read_text() == "precious"
+    assert not written.is_symlink() and written.read_text() == mg.viz.to_dot(loss)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
