@@ -23,8 +23,7 @@ import os
 import numpy
 
 from .atomic import atomic_write
-from .formats import CheckpointError, fail
-from .formats import npz, safetensors
+from .formats import CheckpointError, fail, npz, safetensors
 from .tensor import Tensor
 
 __all__ = ["CheckpointError", "load", "save"]
