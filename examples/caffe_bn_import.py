@@ -221,4 +221,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import cli  # examples/cli.py: expected errors as one line, not a traceback
+    cli.run(main)

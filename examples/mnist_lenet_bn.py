@@ -260,22 +260,33 @@ def parse_args(argv=None):
     add("--bn", choices=("fused", "composed", "none"), default="fused",
         help="batch norm as one fused op, as normalize * gamma + beta, or none (default fused)")
     add("--seed", type=int, default=0, help="weights and batch order (default 0)")
-    add("--data", default=None, help="folder with mnist/ inside (default: $MINIGRAD_DATA, else "
-                                     "~/.cache/minigrad); downloaded there when missing")
+    add("--data", default=None,
+        help="the MNIST folder, or its parent with the files in mnist/ (default: "
+             "$MINIGRAD_DATA, else ~/.cache/minigrad); downloaded there when missing")
     add("--out", default="runs/mnist_lenet_bn",
         help="folder for the checkpoint and the PNG of the curves (default runs/mnist_lenet_bn)")
     add("--limit", type=int, default=None,
         help="use only the first N images of each split (quick runs, tests)")
     add("--plain", action="store_true", help="one line per epoch instead of a progress bar")
     add("--no-malloc-tuning", action="store_true", help="leave glibc's malloc thresholds alone")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name in ("epochs", "batch_size", "limit"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}"
+                         + (" (0 epochs would train nothing)" if name == "epochs" else ""))
+    if args.limit is not None and args.limit < args.batch_size:
+        parser.error(f"--limit {args.limit} is smaller than one batch (--batch-size "
+                     f"{args.batch_size}): every step uses a full batch, so there would be none")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     malloc = {} if args.no_malloc_tuning else tune_malloc()
     mg.manual_seed(args.seed)
-    root = None if args.data is None else pathlib.Path(args.data) / "mnist"
+    root = mg.data.mnist.resolve_root(args.data or mg.data.mnist.data_folder())
+    print(f"MNIST from {root}", flush=True)
     train_set = load_mnist(root, True, args.limit)
     test_set = load_mnist(root, False, args.limit)
     train_loader = mg.data.DataLoader(train_set, args.batch_size, shuffle=True, drop_last=True,
@@ -338,4 +349,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import cli  # examples/cli.py: expected errors as one line, not a traceback
+    cli.run(main)

@@ -1,6 +1,7 @@
 """Precise batch norm: exact population statistics against running averages, on MNIST.
 
     python examples/population_stats.py [--subset 2000] [--epochs 1] [--device cpu|cuda]
+                                        [--data FOLDER]
 
 The complaint (a Knet.jl issue): at test time batch norm wants the mean and variance of its
 input over the whole training set, but the layers keep only running averages of batch
@@ -16,7 +17,8 @@ a few points during training, evaluates the test set twice: with the running ave
 precise statistics recomputed over training images (the first 10000 by default: an exact average
 over a large sample is what "precise BN" uses in practice; --stat-images 60000 takes them all).
 
-Data: mg.data.MNIST from $MINIGRAD_DATA/mnist (or ~/.cache/minigrad/mnist; downloaded if absent).
+Data: mg.data.MNIST from --data, else $MINIGRAD_DATA, else ~/.cache/minigrad (the folder with the
+files or its parent; downloaded if absent).
 """
 import argparse
 import copy
@@ -53,7 +55,7 @@ def compare(model, train_eval, test):
     """Test accuracy with running averages and with precise statistics (on a copy, so training
     goes on with its own running averages), and how far apart the two sets of means are."""
     precise = mg.nn.utils.recompute_batchnorm_stats(copy.deepcopy(model), train_eval)
-    layers = [(a, b) for a, b in zip(model.modules(), precise.modules())
+    layers = [(a, b) for a, b in zip(model.modules(), precise.modules(), strict=True)
               if isinstance(a, (nn.BatchNorm1d, nn.BatchNorm2d))]
     gap = max(float(np.abs(a.running_mean.numpy() - b.running_mean.numpy()).max())
               for a, b in layers)
@@ -69,9 +71,18 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--data", default=None,
+                        help="the MNIST folder, or its parent with the files in mnist/ "
+                             "(default: $MINIGRAD_DATA, else ~/.cache/minigrad)")
     args = parser.parse_args()
+    for name in ("subset", "stat_images", "epochs", "batch_size"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got "
+                         f"{getattr(args, name)}")
 
-    train_set, test_set = mg.data.MNIST(train=True), mg.data.MNIST(train=False)
+    root = mg.data.mnist.resolve_root(args.data or mg.data.mnist.data_folder())
+    print(f"MNIST from {root}", flush=True)
+    train_set, test_set = mg.data.MNIST(root, train=True), mg.data.MNIST(root, train=False)
     n_train, n_test = len(train_set), len(test_set)
     if args.subset:
         n_train, n_test = min(args.subset, n_train), min(args.subset, n_test)
@@ -110,4 +121,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import cli  # examples/cli.py: expected errors as one line, not a traceback
+    cli.run(main)

@@ -71,6 +71,9 @@ def main():
     parser.add_argument("--regions", type=int, default=4)
     args = parser.parse_args()
     shape, regions = tuple(args.shape), args.regions
+    if min(shape) < 1 or regions < 1:
+        parser.error(f"--shape {' '.join(map(str, shape))} and --regions {regions} must be "
+                     "positive")
     if shape[2] % regions:
         parser.error(f"H = {shape[2]} must be a multiple of --regions {regions}")
     rng = np.random.default_rng(0)
@@ -117,4 +120,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import cli  # examples/cli.py: expected errors as one line, not a traceback
+    cli.run(main)

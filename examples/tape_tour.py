@@ -1,21 +1,28 @@
 """The tape of a small computation (docs/tour.md as a script): a linear layer, batch norm as
 normalize * gamma + beta, and a squared-error loss.
 
-    python examples/tape_tour.py [--out tape_tour.svg]
+    python examples/tape_tour.py [--out runs/tape_tour/graph.svg]
 
 Prints the recorded tape (a Wengert list), the order in which backward visits it, and the
 gradients, then draws the graph with mg.viz (an SVG/PNG when Graphviz is installed, otherwise
 the DOT text next to --out).
 """
 import argparse
+import pathlib
 
 import minigrad as mg
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="tape_tour.svg", help="picture to write (.svg, .png, .dot)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n")[2])
+    parser.add_argument("--out", default="runs/tape_tour/graph.svg",
+                        help="the picture of the graph: .svg, .png or .pdf (drawn by Graphviz's "
+                             "dot; without it the DOT text is written next to it as .dot), or "
+                             ".dot for the text itself; its folder is created if needed "
+                             "(default runs/tape_tour/graph.svg)")
     args = parser.parse_args()
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 
     mg.manual_seed(0)
     x = mg.randn(4, 3)
@@ -45,4 +52,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import cli  # examples/cli.py: expected errors as one line, not a traceback
+    cli.run(main)

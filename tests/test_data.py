@@ -204,8 +204,8 @@ def test_offline_download_names_folder_files_and_mirrors(tmp_path, monkeypatch):
         raise urllib.error.URLError("no network")
     monkeypatch.setattr(download_module, "fetch", offline)
     with pytest.raises(mg.data.DatasetNotFoundError) as info:
-        mg.data.MNIST(tmp_path / "mnist", train=True)
-    assert_offline_message(info.value, tmp_path / "mnist")
+        mg.data.MNIST(tmp_path / "new" / "mnist", train=True)
+    assert_offline_message(info.value, tmp_path / "new" / "mnist")
     assert tried == [m + "train-images-idx3-ubyte.gz" for m in mnist_module.MIRRORS]
     for url in tried:
         assert url in str(info.value)

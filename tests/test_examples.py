@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from mnist_data import needs_mnist
 
 import minigrad as mg
 
@@ -20,11 +21,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def run_example(name, *args, cwd):
+def start_example(name, *args, cwd):
+    """Run an example as a reader would; a proxy that refuses connections keeps it offline."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=cwd, env=env,
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9", no_proxy="")
+    return subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def run_example(name, *args, cwd):
+    done = start_example(name, *args, cwd=cwd)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -148,9 +155,8 @@ def test_normalize_only(tmp_path):
 # population_stats.py (MNIST from $MINIGRAD_DATA, a small subset)
 
 
+@needs_mnist
 def test_population_stats(tmp_path):
-    if not (pathlib.Path(os.environ["MINIGRAD_DATA"]) / "mnist").is_dir():
-        pytest.skip(f"no offline MNIST copy in $MINIGRAD_DATA ({os.environ['MINIGRAD_DATA']})")
     out = run_example("population_stats.py", "--subset", "500", "--batch-size", "32",
                       cwd=tmp_path)
     assert "500 training / 500 test images" in out and "16 SGD steps" in out
@@ -283,3 +289,86 @@ def test_examples_run_unchanged_on_the_gpu(name, tmp_path, cuda):
     np.testing.assert_allclose(numbers(gpu)[:40], numbers(cpu)[:40], rtol=1e-4, atol=1e-5)
     if name == "custom_op.py":
         assert "gradcheck        True" in gpu and "gradgradcheck    True" in gpu
+
+
+# ---------------------------------------------------------------------------------------------
+# every example's command line: --help, and clean errors at its edges
+
+ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "cli.py")
+
+
+@pytest.mark.parametrize("name", ALL_EXAMPLES)
+def test_every_example_takes_help_and_writes_nothing(name, tmp_path):
+    done = start_example(name, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ") and done.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def assert_one_clean_error(done, name, message, status=1):
+    assert done.returncode == status, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    error = [line for line in lines if line.startswith(f"{name}: error: ")]
+    assert len(error) == 1 and message in error[0], done.stderr
+    return error[0]
+
+
+@pytest.mark.parametrize("name", ["custom_op.py", "normalize_only.py", "mnist_lenet_bn.py"])
+def test_a_missing_gpu_is_one_clean_line(name, tmp_path):
+    try:
+        mg.get_backend("cuda")
+    except mg.DeviceError as error:
+        expected = str(error).splitlines()[0]
+    else:
+        pytest.skip("a GPU is here: nothing is missing")
+    args = ("--limit", "64", "--epochs", "1") if name == "mnist_lenet_bn.py" else ()
+    done = start_example(name, "--device", "cuda", *args, cwd=tmp_path)
+    line = assert_one_clean_error(done, name, "cuda")
+    assert line.endswith(expected)
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("mnist_lenet_bn.py", ["--epochs", "0"], "--epochs must be at least 1, got 0"),
+    ("mnist_lenet_bn.py", ["--limit", "10"], "--limit 10 is smaller than one batch"),
+    ("mnist_lenet_bn.py", ["--batch-size", "-1"], "--batch-size must be at least 1"),
+    ("mnist_lenet_bn.py", ["--bn", "batch"], "invalid choice"),
+    ("population_stats.py", ["--epochs", "0"], "--epochs must be at least 1"),
+    ("population_stats.py", ["--subset", "0"], "--subset must be at least 1"),
+    ("shared_bn_regions.py", ["--regions", "0"], "must be positive"),
+    ("shared_bn_regions.py", ["--regions", "5"], "must be a multiple of --regions 5"),
+])
+def test_bad_arguments_are_one_clean_line(tmp_path, name, args, message):
+    done = start_example(name, *args, cwd=tmp_path)
+    assert_one_clean_error(done, name, message, status=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["mnist_lenet_bn.py", "population_stats.py"])
+def test_a_missing_dataset_is_a_clean_error_naming_the_folder(tmp_path, name):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    done = start_example(name, "--data", str(folder), cwd=tmp_path)
+    assert_one_clean_error(done, name, f"not found in {folder / 'mnist'}")
+    assert f"MNIST from {folder / 'mnist'}" in done.stdout       # it says which folder it used
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@needs_mnist
+def test_the_data_option_takes_the_files_folder_or_its_parent(tmp_path):
+    from mnist_data import MNIST_DIR
+
+    for given in (MNIST_DIR, MNIST_DIR.parent):
+        done = start_example("population_stats.py", "--data", str(given), "--subset", "64",
+                             "--stat-images", "64", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert f"MNIST from {MNIST_DIR}" in done.stdout
+
+
+def test_tape_tour_writes_under_runs_by_default(tmp_path):
+    out = run_example("tape_tour.py", cwd=tmp_path)
+    written = line_with(out, "graph written to").split("graph written to ")[1]
+    assert pathlib.Path(written).parent == pathlib.Path("runs", "tape_tour")
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]
+    done = start_example("tape_tour.py", "--help", cwd=tmp_path)
+    assert "--out" in done.stdout and "runs/tape_tour/graph.svg" in done.stdout

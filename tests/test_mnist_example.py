@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from mnist_data import FOUND, MNIST_DIR, REASON
 
 import minigrad as mg
 
@@ -22,10 +23,9 @@ TRAIN, HELD_OUT = 1000, 1000
 @pytest.fixture(scope="module")
 def mnist():
     """The first TRAIN training images, and HELD_OUT others from the end of the training split."""
-    try:
-        everything = example.load_mnist(None, True)
-    except mg.data.mnist.DatasetNotFoundError as error:
-        pytest.skip(f"MNIST is not available offline: {error}")
+    if not FOUND:
+        pytest.skip(REASON)
+    everything = example.load_mnist(MNIST_DIR, True)
     images, labels = everything.arrays()
     return (mg.data.TensorDataset(images[:TRAIN], labels[:TRAIN]),
             mg.data.TensorDataset(images[-HELD_OUT:], labels[-HELD_OUT:]))
@@ -83,7 +83,8 @@ def test_fused_and_composed_batch_norm_train_alike(mnist):
     subset = mg.data.TensorDataset(*(a[:128] for a in train_set.arrays()))
     fused, _ = short_run(subset, "fused", epochs=1)
     composed, _ = short_run(subset, "composed", epochs=1)
-    for (name, a), (_, b) in zip(fused.state_dict().items(), composed.state_dict().items()):
+    for (name, a), (_, b) in zip(fused.state_dict().items(), composed.state_dict().items(),
+                                 strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=name)
 
 
@@ -171,7 +172,8 @@ def test_command_line_end_to_end(mnist, tmp_path):
     stdout, stderr = run_cli("--epochs", "1", "--limit", "640", "--out", str(tmp_path / "run"),
                              cwd=tmp_path)
     lines = stdout.splitlines()
-    assert "640 training / 640 test images" in lines[0] and "bn=fused" in lines[0]
+    assert lines[0] == f"MNIST from {MNIST_DIR}"
+    assert "640 training / 640 test images" in lines[1] and "bn=fused" in lines[1]
     settings = next(line for line in lines if line.startswith("settings: "))
     assert "OPENBLAS_NUM_THREADS=" in settings and "MALLOC_MMAP_THRESHOLD_=" in settings
     epoch = next(line for line in lines if line.startswith("epoch 1:"))

@@ -111,7 +111,7 @@ def download(name, folder, mirrors, size, md5=None, raw_sha256=None):
     mirror's failure when none succeeds; creates `folder` only to keep a verified file."""
     folder = pathlib.Path(folder)
     path = folder / name
-    created = not folder.exists()
+    created = [f for f in (folder, *folder.parents) if not f.exists()]   # innermost first
     failures = []
     for mirror in mirrors:
         url = mirror + name
@@ -126,11 +126,11 @@ def download(name, folder, mirrors, size, md5=None, raw_sha256=None):
         except OSError as error:
             raise DownloadError(f"could not write {path} (downloading {url}): {error}") from error
         return path
-    if created:
+    for empty in created:   # leave no folder behind that only the failed download made
         try:
-            folder.rmdir()
+            empty.rmdir()
         except OSError:
-            pass
+            break
     raise DownloadError(f"no mirror served a verified copy of {name}:\n" + "\n".join(failures))
 
 
