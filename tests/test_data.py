@@ -468,7 +468,8 @@ def numbered(n):
     (10, 3, False, 4), (10, 3, True, 3), (9, 3, False, 3), (9, 3, True, 3), (2, 5, False, 1),
     (2, 5, True, 0), (0, 4, False, 0)])
 def test_len_and_batch_sizes(n, batch_size, drop_last, expected):
-    loader = mg.data.DataLoader(mg.data.TensorDataset(*numbered(n)), batch_size, drop_last=drop_last)
+    loader = mg.data.DataLoader(mg.data.TensorDataset(*numbered(n)), batch_size,
+                                drop_last=drop_last)
     batches = list(loader)
     assert len(loader) == len(batches) == expected
     sizes = [b[1].shape[0] for b in batches]
