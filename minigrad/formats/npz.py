@@ -26,6 +26,7 @@ EXTENSION = ".npz"
 MANIFEST = "__minigrad__.json"
 FORMAT = "minigrad.npz/1"
 _DEFLATE_MAX_RATIO = 1032   # deflate cannot expand a byte stream by more than this
+_PIECE = 1 << 20
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
 # What zipfile and NumPy's .npy parser raise on damaged bytes (zlib.error comes from deflate
 # streams, TokenError from NumPy's filtering of old .npy headers).
@@ -131,7 +132,14 @@ def _array(path, archive, info, name):
             raise fail(path, EXTENSION, f"array {name!r}: its header promises shape {shape} of "
                                         f"{dtype} ({nbytes} bytes) but the member holds "
                                         f"{info.file_size - member.tell()} bytes of data")
-        buffer = bytearray(nbytes)
-        if member.readinto(buffer) != nbytes or member.read(1):  # reading to the end checks CRC
-            raise fail(path, EXTENSION, f"array {name!r} is cut short")
-    return numpy.frombuffer(buffer, dtype).reshape(shape, order="F" if fortran_order else "C")
+        data = numpy.empty(nbytes, numpy.uint8)
+        view, filled = memoryview(data), 0
+        while filled < nbytes:      # in pieces: zipfile copies each read once more
+            piece = member.read(min(_PIECE, nbytes - filled))
+            if not piece:
+                raise fail(path, EXTENSION, f"array {name!r} is cut short")
+            view[filled:filled + len(piece)] = piece
+            filled += len(piece)
+        if member.read(1):          # (reading to the end is what makes zipfile check the CRC)
+            raise fail(path, EXTENSION, f"array {name!r} has bytes past its data")
+    return data.view(dtype).reshape(shape, order="F" if fortran_order else "C")

@@ -117,11 +117,11 @@ def read(path):
         arrays = {}
         for name, (dtype, shape, begin, end) in layout.items():
             file.seek(8 + length + begin)
-            buffer = bytearray(end - begin)
-            if file.readinto(buffer) != len(buffer):
+            data = numpy.empty(end - begin, numpy.uint8)
+            if file.readinto(memoryview(data)) != len(data):
                 raise fail(path, EXTENSION, f"tensor {name!r} is cut short (the file shrank "
                                             "while being read)")
-            array = numpy.frombuffer(buffer, dtype).reshape(shape)
+            array = data.view(dtype).reshape(shape)
             if digests is not None and _sha256(array) != digests[name]:
                 raise fail(path, EXTENSION, f"tensor {name!r} does not match its SHA-256 digest: "
                                             "its bytes changed after it was saved")
