@@ -54,6 +54,7 @@ except ImportError:   # run from a checkout without installing: the package is o
     import minigrad as mg
 
 from minigrad import nn  # noqa: E402
+from minigrad.atomic import atomic_write  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 WARMUP_STEPS = 200
@@ -242,7 +243,8 @@ def plot_curves(history, path, title):
     right.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    # through minigrad's atomic writer: no half-written PNG, a symlink at the name is not followed
+    atomic_write(path, lambda file: fig.savefig(file, format="png", dpi=100))
     plt.close(fig)
     return True
 
