@@ -510,10 +510,10 @@ def test_seed_gives_the_same_sequence_of_epochs():
     first = epochs(mg.data.DataLoader(data, 6, shuffle=True, seed=123))
     again = epochs(mg.data.DataLoader(data, 6, shuffle=True, seed=123))
     other = epochs(mg.data.DataLoader(data, 6, shuffle=True, seed=124))
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(first[0], first[1])  # a new permutation each epoch
-    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
 
 
 def test_without_seed_follows_manual_seed():
@@ -522,7 +522,7 @@ def test_without_seed_follows_manual_seed():
     first = epochs(mg.data.DataLoader(data, 6, shuffle=True))
     mg.manual_seed(7)
     again = epochs(mg.data.DataLoader(data, 6, shuffle=True))
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(first[0], first[1])
 
