@@ -285,6 +285,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    mg.get_backend(args.device)   # a missing GPU fails here, before the data is read
     malloc = {} if args.no_malloc_tuning else tune_malloc()
     mg.manual_seed(args.seed)
     root = mg.data.mnist.resolve_root(args.data or mg.data.mnist.data_folder())
