@@ -156,8 +156,11 @@ def save(state, path):
     path = os.fspath(path)
     extension = _format(path, "save")
     file_format = _FORMATS[extension]
-    arrays, structure = _flatten(state, file_format.check)
-    atomic_write(path, lambda file: file_format.write(file, arrays, structure))
+    try:
+        arrays, structure = _flatten(state, file_format.check)
+        atomic_write(path, lambda file: file_format.write(file, arrays, structure))
+    except RecursionError:
+        raise ValueError("save: state is nested too deeply to store, or contains itself") from None
 
 
 def load(path, device=None):
@@ -184,7 +187,10 @@ def load(path, device=None):
             return arrays
         return {name: Tensor(a, dtype=a.dtype, device=device) for name, a in arrays.items()}
     used = set()
-    state = _unflatten(structure, arrays, device, used, path, extension)
+    try:
+        state = _unflatten(structure, arrays, device, used, path, extension)
+    except RecursionError:
+        raise fail(path, extension, "the stored structure is nested too deeply") from None
     if used != set(arrays):
         raise fail(path, extension, f"the stored structure does not use the arrays "
                                     f"{sorted(set(arrays) - used)[:5]}")

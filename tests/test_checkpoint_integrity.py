@@ -245,6 +245,23 @@ def test_crafted_npz_members(tmp_path, members, message):
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize("depth", [100, 480, 5000])
+def test_deeply_nested_stored_structures(tmp_path, depth):
+    """Any depth a crafted manifest holds loads or is a CheckpointError, never a RecursionError."""
+    structure = '{"list": [' * depth + "]}" * depth
+    manifest = '{"format": "minigrad.npz/1", "arrays": [], "structure": ' + structure + "}"
+    path = tmp_path / "deep.npz"
+    path.write_bytes(_zip({"__minigrad__.json": manifest.encode()}))
+    try:
+        state = mg.load(path)
+    except mg.CheckpointError as error:
+        assert "deep" in str(error) or "damaged" in str(error)
+        return
+    for _ in range(depth - 1):
+        (state,) = state
+    assert state == []
+
+
 def test_zip_features_numpy_cannot_read(tmp_path):
     path = tmp_path / "bzip.npz"
     path.write_bytes(_zip({"x.npy": _npy(np.ones(100))}, zipfile.ZIP_BZIP2))

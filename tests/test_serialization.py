@@ -268,6 +268,19 @@ def test_dtypes_safetensors_cannot_hold_are_refused_with_the_alternative(tmp_pat
     assert os.listdir(tmp_path) == ["s.npz"]
 
 
+@pytest.mark.parametrize("extension", FORMATS)
+def test_state_that_contains_itself_is_refused(tmp_path, extension):
+    loop = {"x": np.ones(1)}
+    loop["self"] = [loop]
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    for state in (loop, {"deep": deep}):
+        with pytest.raises(ValueError, match="nested too deeply to store, or contains itself"):
+            mg.save(state, tmp_path / ("s" + extension))
+    assert os.listdir(tmp_path) == []
+
+
 def test_passing_a_module_suggests_state_dict(tmp_path):
     with pytest.raises(TypeError, match=r"state_dict\(\)"):
         mg.save(nn.Linear(1, 1), tmp_path / "m.npz")
