@@ -1,12 +1,14 @@
-"""conv2d computes its im2col matrix in blocks of output rows (ops/conv.py): with blocks forced
-down to one row, forward and every gradient still match PyTorch, and the array dW of a plain
-backward equals the differentiable dW of create_graph."""
+"""On the CPU conv2d's kernel computes the im2col matrix in blocks of output rows
+(backends/numpy_conv.py): with blocks forced down to one row, forward and every gradient still
+match PyTorch, and the kernel's dW and dx of a plain backward equal the differentiable ones of
+create_graph. The whole-array kernel of the CuPy backend, run on NumPy, gives the same numbers."""
 import numpy as np
 import pytest
 import torch
 
 import minigrad as mg
-from minigrad.ops import conv
+from minigrad.backends.array_conv import ArrayConv2d
+from minigrad.backends.numpy_conv import BLOCK_ELEMENTS, BlockedConv2d
 
 CASES = {   # x shape, weight shape, stride, padding
     "short contraction (1x5x5), padded": ((3, 1, 9, 8), (4, 1, 5, 5), 1, 2),
@@ -15,10 +17,21 @@ CASES = {   # x shape, weight shape, stride, padding
 }
 
 
-@pytest.fixture(params=[1, 1 << 17], ids=["one-row blocks", "default blocks"])
+CPU = mg.get_backend("cpu")
+
+
+@pytest.fixture(params=[1, BLOCK_ELEMENTS, "whole arrays"],
+                ids=["one-row blocks", "default blocks", "whole-array kernel"])
 def block_elements(request, monkeypatch):
-    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", request.param)
+    if request.param == "whole arrays":
+        monkeypatch.setitem(CPU.kernels, "conv2d", ArrayConv2d(np))
+    else:
+        monkeypatch.setattr(CPU.kernel("conv2d"), "block_elements", request.param)
     return request.param
+
+
+def test_the_cpu_backend_registers_the_blocked_kernel():
+    assert isinstance(CPU.kernel("conv2d"), BlockedConv2d)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -41,18 +54,19 @@ def test_blocked_conv2d_matches_torch(case, block_elements):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_array_weight_gradient_equals_the_differentiable_one(case, block_elements):
+def test_kernel_gradients_equal_the_differentiable_ones(case, block_elements):
     x_shape, w_shape, stride, padding = CASES[case]
     rng = np.random.default_rng(1)
     x = mg.tensor(rng.standard_normal(x_shape).astype(np.float32), requires_grad=True)
     w = mg.tensor(rng.standard_normal(w_shape).astype(np.float32), requires_grad=True)
     out = mg.ops.conv2d(x, w, stride=stride, padding=padding)
     g = mg.tensor(rng.standard_normal(out.shape).astype(np.float32))
-    (plain,) = mg.grad(out, [w], g, retain_graph=True)
-    (graph,) = mg.grad(out, [w], g, create_graph=True)
-    assert plain.dtype == graph.dtype == np.float32 and not plain.requires_grad
-    assert graph.requires_grad   # the create_graph path keeps dW on the tape
-    np.testing.assert_allclose(plain.numpy(), graph.numpy(), rtol=1e-5, atol=1e-5)
+    plain = mg.grad(out, [w, x], g, retain_graph=True)
+    graph = mg.grad(out, [w, x], g, create_graph=True)
+    for p, q in zip(plain, graph, strict=True):
+        assert p.dtype == q.dtype == np.float32 and not p.requires_grad
+        assert q.requires_grad   # the create_graph path keeps the gradients on the tape
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_float32_stays_float32_and_result_is_channels_first():

@@ -131,8 +131,8 @@ def test_tensors_move_both_ways(cuda):
 
 class _DeviceKernels:
     """The CUDA kernel object behind NumPy in, NumPy out, so the host-emulation cases
-    (tests/cuda_host/checks.py) run unchanged on the GPU; running buffers are copied to the
-    device and back. bfloat16 data travels as uint16 bits, as in the host harness."""
+    (tests/cuda_host/checks.py) run unchanged on the GPU. bfloat16 data travels as uint16 bits,
+    as in the host harness."""
 
     def __init__(self, kernels):
         self.kernels = kernels
@@ -144,15 +144,9 @@ class _DeviceKernels:
     def _out(self, a):
         return None if a is None else a.get()
 
-    def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
-                      factor=0.0):
-        buffers = [self._in(running_mean), self._in(running_var)]
-        out = self.kernels.forward_train(self._in(x), self._in(gamma), self._in(beta), axis, eps,
-                                         *buffers, factor)
-        for host, device in zip((running_mean, running_var), buffers):
-            if host is not None:
-                host[...] = self._out(device)
-        return tuple(map(self._out, out))
+    def forward_train(self, x, gamma, beta, axis, eps):
+        return tuple(map(self._out, self.kernels.forward_train(
+            *map(self._in, (x, gamma, beta)), axis, eps)))
 
     def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
         return self._out(self.kernels.forward_infer(*map(self._in, (x, gamma, beta, mean, var)),

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import minigrad as mg
-from minigrad.ops import conv as conv_module
+from minigrad.backends.numpy_conv import SHORT_CONTRACTION
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, non_contiguous, rng
 
 # ------------------------------------------------------------------------- conv2d
@@ -29,8 +29,8 @@ def _conv_data(name, seed=0):
 
 def test_the_cases_cover_both_matmul_groupings():
     contractions = {name: np.prod(CONV_CASES[name][1][1:]) for name in CONV_CASES}
-    assert min(contractions.values()) < conv_module.SHORT_CONTRACTION
-    assert max(contractions.values()) >= conv_module.SHORT_CONTRACTION
+    assert min(contractions.values()) < SHORT_CONTRACTION
+    assert max(contractions.values()) >= SHORT_CONTRACTION
 
 
 @pytest.mark.parametrize("name", CONV_CASES)

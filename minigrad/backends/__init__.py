@@ -66,4 +66,5 @@ def backend_of(array):
     return _numpy_backend
 
 
-__all__ = ["Backend", "DeviceError", "NumpyBackend", "backend_of", "get_backend", "normalize_device"]
+__all__ = ["Backend", "DeviceError", "NumpyBackend", "backend_of", "get_backend",
+           "normalize_device"]

@@ -7,7 +7,8 @@ class Backend:
     name    -- "numpy" | "cupy"
     device  -- "cpu" | "cuda"
     xp      -- the array module; ops use only NumPy functions that CuPy implements the same way
-    kernels -- optional fused kernels by name (e.g. "batch_norm"), absent where the backend has none
+    kernels -- the kernels ops ask for by name ("batch_norm", "conv2d"): array code tuned for
+               this device, or compiled kernels; each of minigrad's backends registers both
     """
 
     name: str
@@ -30,7 +31,7 @@ class Backend:
         return isinstance(array, self.xp.ndarray)
 
     def kernel(self, name):
-        """The fused kernel registered as `name`, or None."""
+        """The kernel registered as `name`, or None."""
         return self.kernels.get(name)
 
     def __repr__(self):

@@ -20,17 +20,17 @@
 //                             partials[3*S*C + c]: the mean then carries no large offset, so a
 //                             large mean next to a small spread costs no digits
 //   bn_finalize_stats         per channel: Chan-merge the S triples; mean = shift + merged mean,
-//                             var = M2 / M,
-//                             rstd = 1 / sqrt(var + eps); running stats with the unbiased
-//                             variance M2 / (M - 1); coefficients a = gamma*rstd, b = beta - mean*a
+//                             var = M2 / M, rstd = 1 / sqrt(var + eps); coefficients
+//                             a = gamma*rstd, b = beta - mean*a (the running statistics are
+//                             updated by the caller, from mean and var)
 //   bn_apply                  y = a*x + b
 // Inference forward: bn_infer_coeffs (a, b from the given mean and var), then bn_apply.
 // Backward, three launches:
 //   bn_bwd_reduce_{planar,rows}  partial sum(g) and sum(g*(x - mean)) in one pass -> [2][S][C]
 //   bn_bwd_finalize           dbeta = sum(g), dgamma = rstd*sum(g*(x - mean)) (each only when
-//                             asked for); dx coefficients k = gamma*rstd, p = -k*rstd*dgamma/M,
-//                             q = -k*dbeta/M
-//   bn_bwd_dx                 dx = k*g + p*(x - mean) + q
+//                             asked for); dx coefficients k1 = gamma*rstd,
+//                             k2 = -k1*rstd*dgamma/M, k3 = -k1*dbeta/M
+//   bn_bwd_dx                 dx = k1*g + k2*(x - mean) + k3
 //   which is dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
 //
 // Every kernel is launched with BN_BLOCK threads in x (the planner in cuda_batch_norm.py reads
@@ -44,7 +44,8 @@
 #ifndef BN_BLOCK
 #define BN_BLOCK 256
 #endif
-#define BN_WARPS (BN_BLOCK / 32)
+#define BN_WARP_SIZE 32
+#define BN_WARPS (BN_BLOCK / BN_WARP_SIZE)
 #define BN_FULL_MASK 0xffffffffu
 
 typedef unsigned long long bn_offset;  // element offsets; per-channel counts stay 32-bit
@@ -141,9 +142,9 @@ __device__ __forceinline__ Welford<Acc> shfl_down_welford(Welford<Acc> a, unsign
 template <typename Acc>
 __device__ __forceinline__ Welford<Acc> block_welford(Welford<Acc> a) {
   __shared__ Acc shared_n[BN_WARPS], shared_mean[BN_WARPS], shared_m2[BN_WARPS];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % BN_WARP_SIZE, warp = threadIdx.x / BN_WARP_SIZE;
 #pragma unroll
-  for (unsigned offset = 16; offset > 0; offset /= 2) {
+  for (unsigned offset = BN_WARP_SIZE / 2; offset > 0; offset /= 2) {
     a = welford_merge(a, shfl_down_welford(a, offset));
   }
   if (lane == 0) {
@@ -160,7 +161,7 @@ __device__ __forceinline__ Welford<Acc> block_welford(Welford<Acc> a) {
       w.m2 = shared_m2[lane];
     }
 #pragma unroll
-    for (unsigned offset = 16; offset > 0; offset /= 2) {
+    for (unsigned offset = BN_WARP_SIZE / 2; offset > 0; offset /= 2) {
       w = welford_merge(w, shfl_down_welford(w, offset));
     }
     a = w;
@@ -173,9 +174,9 @@ __device__ __forceinline__ Welford<Acc> block_welford(Welford<Acc> a) {
 template <typename Acc>
 __device__ __forceinline__ void block_sum2(Acc& a, Acc& b) {
   __shared__ Acc shared_a[BN_WARPS], shared_b[BN_WARPS];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % BN_WARP_SIZE, warp = threadIdx.x / BN_WARP_SIZE;
 #pragma unroll
-  for (int mask = 16; mask > 0; mask /= 2) {
+  for (int mask = BN_WARP_SIZE / 2; mask > 0; mask /= 2) {
     a += __shfl_xor_sync(BN_FULL_MASK, a, mask);
     b += __shfl_xor_sync(BN_FULL_MASK, b, mask);
   }
@@ -188,7 +189,7 @@ __device__ __forceinline__ void block_sum2(Acc& a, Acc& b) {
     a = lane < BN_WARPS ? shared_a[lane] : Acc(0);
     b = lane < BN_WARPS ? shared_b[lane] : Acc(0);
 #pragma unroll
-    for (int mask = 16; mask > 0; mask /= 2) {
+    for (int mask = BN_WARP_SIZE / 2; mask > 0; mask /= 2) {
       a += __shfl_xor_sync(BN_FULL_MASK, a, mask);
       b += __shfl_xor_sync(BN_FULL_MASK, b, mask);
     }
@@ -227,7 +228,7 @@ bn_stats_planar(const T* __restrict__ x, unsigned channels, unsigned inner_packs
   }
 }
 
-// Rows layout. The block is lanes_c (a power of two <= 32) channel packs wide and
+// Rows layout. The block is lanes_c (a power of two <= BN_WARP_SIZE) channel packs wide and
 // BN_BLOCK / lanes_c rows tall; grid = (ceil(C / VEC / lanes_c), S), block (b, s) covers rows
 // [s*chunk, (s+1)*chunk). Rows that share a warp merge by shuffles, warps through shared memory.
 // A channel's shift is its value in row 0. (Asking for two resident blocks per multiprocessor
@@ -237,8 +238,9 @@ __global__ void __launch_bounds__(BN_BLOCK, 2)
 bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigned lanes_c,
               unsigned chunk, typename AccOf<T>::type* __restrict__ partials) {
   typedef typename AccOf<T>::type Acc;
-  __shared__ Acc shared_n[BN_WARPS][32];
-  __shared__ Acc shared_mean[BN_WARPS][32 * VEC], shared_m2[BN_WARPS][32 * VEC];
+  __shared__ Acc shared_n[BN_WARPS][BN_WARP_SIZE];
+  __shared__ Acc shared_mean[BN_WARPS][BN_WARP_SIZE * VEC];
+  __shared__ Acc shared_m2[BN_WARPS][BN_WARP_SIZE * VEC];
   const Pack<T, VEC>* packs = reinterpret_cast<const Pack<T, VEC>*>(x);
   const unsigned row_packs = channels / VEC, row_step = BN_BLOCK / lanes_c;
   const unsigned tx = threadIdx.x % lanes_c, ty = threadIdx.x / lanes_c;
@@ -267,7 +269,7 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
     }
   }
   // Lanes tx, tx + lanes_c, ... of a warp hold the same channels: merge them into lane tx.
-  for (unsigned offset = 16; offset >= lanes_c; offset /= 2) {
+  for (unsigned offset = BN_WARP_SIZE / 2; offset >= lanes_c; offset /= 2) {
     const Acc other_n = __shfl_down_sync(BN_FULL_MASK, n, offset), total = n + other_n;
     const Acc weight = total > Acc(0) ? other_n / total : Acc(0);
 #pragma unroll
@@ -280,7 +282,7 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
     }
     n = total;
   }
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % BN_WARP_SIZE, warp = threadIdx.x / BN_WARP_SIZE;
   if (lane < lanes_c) {
     shared_n[warp][lane] = n;
 #pragma unroll
@@ -317,16 +319,13 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
 }
 
 // One thread per channel: merge the S partial triples in order (deterministic), add back the
-// shift, then the statistics, the running averages and the coefficients of y = a*x + b. gamma,
-// beta and the running buffers may be null. With M = 1 the unbiased variance is 0/0 = NaN, as
-// in NumPy.
+// shift, then the statistics and the coefficients of y = a*x + b. gamma and beta may be null.
 template <typename Acc>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,
                   Acc eps, const Acc* __restrict__ gamma, const Acc* __restrict__ beta,
                   Acc* __restrict__ mean, Acc* __restrict__ var, Acc* __restrict__ rstd,
-                  Acc* __restrict__ coef, Acc* __restrict__ running_mean,
-                  Acc* __restrict__ running_var, Acc factor) {
+                  Acc* __restrict__ coef) {
   const unsigned c = blockIdx.x * BN_BLOCK + threadIdx.x;
   if (c >= channels) return;
   const unsigned plane = splits * channels;
@@ -346,10 +345,6 @@ bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned ch
   const Acc a = gamma ? gamma[c] * r : r;
   coef[c] = a;
   coef[channels + c] = (beta ? beta[c] : Acc(0)) - m * a;
-  if (running_mean) running_mean[c] = (Acc(1) - factor) * running_mean[c] + factor * m;
-  if (running_var) {
-    running_var[c] = (Acc(1) - factor) * running_var[c] + factor * (w.m2 / (count - Acc(1)));
-  }
 }
 
 // ------------------------------------------------------------------ inference
@@ -443,7 +438,8 @@ bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
                    unsigned rows, unsigned lanes_c, unsigned chunk,
                    typename AccOf<T>::type* __restrict__ partials) {
   typedef typename AccOf<T>::type Acc;
-  __shared__ Acc shared_g[BN_WARPS][32 * VEC], shared_gx[BN_WARPS][32 * VEC];
+  __shared__ Acc shared_g[BN_WARPS][BN_WARP_SIZE * VEC];
+  __shared__ Acc shared_gx[BN_WARPS][BN_WARP_SIZE * VEC];
   const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
   const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
   const unsigned row_packs = channels / VEC, row_step = BN_BLOCK / lanes_c;
@@ -470,14 +466,14 @@ bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
     }
   }
   // Butterfly over the rows that share a warp: every lane ends with its warp's sums.
-  for (unsigned mask = 16; mask >= lanes_c; mask /= 2) {
+  for (unsigned mask = BN_WARP_SIZE / 2; mask >= lanes_c; mask /= 2) {
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
       sum_g[v] += __shfl_xor_sync(BN_FULL_MASK, sum_g[v], mask);
       sum_gx[v] += __shfl_xor_sync(BN_FULL_MASK, sum_gx[v], mask);
     }
   }
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % BN_WARP_SIZE, warp = threadIdx.x / BN_WARP_SIZE;
   if (lane < lanes_c) {
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
@@ -502,7 +498,7 @@ bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
 }
 
 // One thread per channel: sum the S partials in order; write dgamma / dbeta only where the
-// pointer is given, and the dx coefficients coef = [k; p; q] only when coef is given.
+// pointer is given, and the dx coefficients coef = [k1; k2; k3] only when coef is given.
 template <typename Acc>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_bwd_finalize(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,
@@ -520,14 +516,14 @@ bn_bwd_finalize(const Acc* __restrict__ partials, unsigned splits, unsigned chan
   if (dgamma) dgamma[c] = sum_gxhat;
   if (dbeta) dbeta[c] = sum_g;
   if (coef) {
-    const Acc k = gamma ? gamma[c] * r : r;
-    coef[c] = k;
-    coef[channels + c] = -k * r * sum_gxhat / count;
-    coef[2 * channels + c] = -k * sum_g / count;
+    const Acc k1 = gamma ? gamma[c] * r : r;
+    coef[c] = k1;
+    coef[channels + c] = -k1 * r * sum_gxhat / count;
+    coef[2 * channels + c] = -k1 * sum_g / count;
   }
 }
 
-// dx = k*g + p*(x - mean) + q per channel, coef = [k; p; q]; grid-stride like bn_apply.
+// dx = k1*g + k2*(x - mean) + k3 per channel, coef = [k1; k2; k3]; grid-stride like bn_apply.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_bwd_dx(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ dx,

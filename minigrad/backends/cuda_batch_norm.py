@@ -1,15 +1,21 @@
 """The fused batch-norm kernels of batch_norm.cu, planned and launched from Python.
 
 `CudaBatchNorm` is what `CupyBackend.kernels["batch_norm"]` holds: the object the
-`fused_batch_norm` op calls on `cuda` tensors (`ArrayBatchNorm` is its CPU counterpart):
+`fused_batch_norm` op calls on `cuda` tensors (`ArrayBatchNorm` in numpy_batch_norm.py is its
+CPU counterpart, with the same methods):
 
-    forward_train(x, gamma, beta, axis, eps, running_mean=None, running_var=None, factor=0.0)
-        -> (y, mean, var, rstd)      mean/var: biased batch statistics; the running buffers, when
-                                     given, are updated in place with the unbiased variance:
-                                     running = (1 - factor) * running + factor * batch
+    forward_train(x, gamma, beta, axis, eps) -> (y, mean, var, rstd)
+                                     mean/var: the biased batch statistics
     forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)       None for each gradient not asked for
+    moments(x, axes), standardize(x, mean, rstd, axes)
+                                     for `normalize`: `ArrayBatchNorm`'s array code on whole
+                                     CuPy arrays (no CUDA kernel of its own)
+
+The backward's dx is k1 * g + k2 * (x - mean) + k3 per channel, with k1 = gamma * rstd,
+k2 = -k1 * rstd * dgamma / M and k3 = -k1 * dbeta / M (M values per channel): bn_bwd_finalize
+computes k1, k2, k3 and bn_bwd_dx applies them.
 
 x is float32, float16 or bfloat16 (statistics, parameters and gradients of parameters are
 float32, accumulation float32) or float64 (all float64). gamma/beta may be None. `axis` is the
@@ -22,12 +28,21 @@ every line here is exercised on machines without a GPU too.
 """
 import math
 import pathlib
+import typing
 
 import numpy
+
+from .numpy_batch_norm import ArrayBatchNorm
 
 SOURCE = pathlib.Path(__file__).with_name("batch_norm.cu")
 BLOCK = 256   # threads per block; batch_norm.cu is compiled with BN_BLOCK equal to this
 MAX_ELEMENTS = 2 ** 31 - 1   # the kernels index elements with 32-bit unsigned arithmetic
+LOAD_BYTES = 16   # the widest load a thread issues: a Pack of VEC elements
+WARP = 32   # threads per warp: the rows reductions set at most this many packs side by side
+MAX_GRID_Y = 65535   # CUDA's limit on gridDim.y, where the splits of a channel go
+BLOCKS_PER_MULTIPROCESSOR = 4   # reductions aim for this many blocks per multiprocessor ...
+MIN_WORK = 4   # ... each with at least this many loads per thread
+ELEMENTWISE_WAVES = 8   # elementwise grids: at most this many times the reductions' target
 
 # Storage dtype name -> (C++ type, accumulation dtype name).
 STORAGE = {
@@ -43,8 +58,20 @@ _CHANNEL_KERNELS = ("bn_finalize_stats", "bn_infer_coeffs", "bn_bwd_finalize")
 _NULL = numpy.uint64(0)   # a null pointer argument
 
 
+class _Reduction(typing.NamedTuple):
+    """A per-channel reduction of batch_norm.cu: its kernels `kernel`_planar / `kernel`_rows
+    write `planes` planes of S x C partials, then `extras` values per channel."""
+    kernel: str
+    planes: int
+    extras: int
+
+
+_STATS = _Reduction("bn_stats", planes=3, extras=1)   # Welford triples, then each shift
+_BACKWARD_SUMS = _Reduction("bn_bwd_reduce", planes=2, extras=0)   # sum(g), sum(g * (x - mean))
+
+
 def _vector_width(ctype):
-    return 16 // {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}[ctype]
+    return LOAD_BYTES // {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8}[ctype]
 
 
 def kernel_names(ctype=None):
@@ -96,7 +123,7 @@ class _Plan:
                              f"CUDA kernel handles at most {MAX_ELEMENTS}")
         width = _vector_width(self.ctype)
         runs = self.inner if self.inner > 1 else self.channels
-        aligned = all(_address(a) % 16 == 0 for a in arrays)
+        aligned = all(_address(a) % LOAD_BYTES == 0 for a in arrays)
         self.vec = width if aligned and runs % width == 0 else 1
         self.planar = self.inner > 1
 
@@ -124,12 +151,13 @@ class CudaBatchNorm:
 
     storage = STORAGE
 
-    def __init__(self, xp, launch, target_blocks, block=BLOCK, min_work=4):
+    def __init__(self, xp, launch, target_blocks, block=BLOCK, min_work=MIN_WORK):
         self.xp = xp
         self._launch = launch
         self.block = block
         self.target_blocks = target_blocks
         self.min_work = min_work
+        self._arrays = ArrayBatchNorm(xp, block_elements=None)   # normalize's statistics
 
     @classmethod
     def for_cupy(cls, cupy):
@@ -146,7 +174,8 @@ class CudaBatchNorm:
             module.get_function(name)(grid, block, args)
 
         multiprocessors = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        return cls(cupy, launch, target_blocks=4 * multiprocessors, block=BLOCK)
+        return cls(cupy, launch, target_blocks=BLOCKS_PER_MULTIPROCESSOR * multiprocessors,
+                   block=BLOCK)
 
     # ------------------------------------------------------------------ argument helpers
     def _input(self, op, name, array, dtype, channels):
@@ -158,17 +187,6 @@ class CudaBatchNorm:
                              f"({channels},) for {channels} channels")
         return self.xp.ascontiguousarray(array, dtype=dtype)
 
-    def _buffer(self, op, name, array, dtype, channels):
-        """A running buffer, updated in place: it must already be what the kernel writes."""
-        if array is None:
-            return None
-        if (tuple(array.shape) != (channels,) or array.dtype != dtype
-                or not array.flags.c_contiguous or not isinstance(array, self.xp.ndarray)):
-            raise TypeError(f"{op}: {name} must be a contiguous {dtype} array of shape "
-                            f"({channels},) on the same device (it is updated in place); got "
-                            f"{type(array).__name__} {array.dtype} {tuple(array.shape)}")
-        return array
-
     def _run(self, plan, name, grid, args):
         self._launch(plan.ctype, name, grid, (self.block,), args)
 
@@ -177,20 +195,21 @@ class CudaBatchNorm:
 
     def _elementwise_grid(self, plan):
         packs = plan.total // plan.vec
-        return (max(1, min(_ceil_div(packs, self.block), 8 * self.target_blocks)),)
+        return (max(1, min(_ceil_div(packs, self.block),
+                           ELEMENTWISE_WAVES * self.target_blocks)),)
 
     def _splits(self, channel_blocks, units, per_pass):
         """Blocks per channel: enough to reach target_blocks, each with at least min_work
         passes of `per_pass` units (packs or rows)."""
         wanted = _ceil_div(self.target_blocks, channel_blocks)
-        affordable = _ceil_div(units, per_pass * self.min_work) if self.min_work else 65535
-        return max(1, min(wanted, affordable, 65535))
+        affordable = (_ceil_div(units, per_pass * self.min_work) if self.min_work
+                      else MAX_GRID_Y)
+        return max(1, min(wanted, affordable, MAX_GRID_Y))
 
-    def _reduce(self, kernel, plan, arrays):
-        """Launch a per-channel reduction (statistics or backward sums); returns its partials
-        (the statistics' also hold each channel's shift after the S x C triples) and the number
-        of splits S."""
-        xp, c = self.xp, plan.channels
+    def _reduce(self, reduction, plan, arrays):
+        """Launch a per-channel `_Reduction`; returns its partials (S x C values per plane, then
+        the reduction's per-channel extras) and the number of splits S."""
+        xp, c, kernel = self.xp, plan.channels, reduction.kernel
         if plan.planar:
             inner_packs, channel_packs = plan.inner // plan.vec, plan.count // plan.vec
             splits = self._splits(c, channel_packs, self.block)
@@ -199,21 +218,19 @@ class CudaBatchNorm:
             name = plan.name(kernel + "_planar")
         else:
             row_packs = c // plan.vec
-            lanes = min(32, 1 << (row_packs - 1).bit_length())
+            lanes = min(WARP, 1 << (row_packs - 1).bit_length())
             blocks = _ceil_div(row_packs, lanes)
             splits = self._splits(blocks, plan.outer, self.block // lanes)
             chunk = _ceil_div(plan.outer, splits)
             grid, layout = (blocks, splits), (plan.outer, lanes, chunk)
             name = plan.name(kernel + "_rows")
-        size = (3 * splits + 1) * c if kernel == "bn_stats" else 2 * splits * c
-        partials = xp.empty(size, plan.acc)
+        partials = xp.empty((reduction.planes * splits + reduction.extras) * c, plan.acc)
         self._run(plan, name, grid,
                   (*arrays, numpy.uint32(c), *map(numpy.uint32, layout), partials))
         return partials, splits
 
     # ------------------------------------------------------------------ the kernel contract
-    def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
-                      factor=0.0):
+    def forward_train(self, x, gamma, beta, axis, eps):
         op, xp = "fused_batch_norm", self.xp
         x = xp.ascontiguousarray(x)
         y = xp.empty_like(x)
@@ -221,16 +238,13 @@ class CudaBatchNorm:
         c, acc = plan.channels, plan.acc
         gamma = self._input(op, "gamma", gamma, acc, c)
         beta = self._input(op, "beta", beta, acc, c)
-        running_mean = self._buffer(op, "running_mean", running_mean, acc, c)
-        running_var = self._buffer(op, "running_var", running_var, acc, c)
-        partials, splits = self._reduce("bn_stats", plan, (x,))
+        partials, splits = self._reduce(_STATS, plan, (x,))
         stats = xp.empty((3, c), acc)
         mean, var, rstd = stats
         coef = xp.empty((2, c), acc)
         self._run(plan, plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count),
-            plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef,
-            _or_null(running_mean), _or_null(running_var), plan.scalar(factor)))
+            plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef))
         self._apply(plan, x, y, coef)
         return y, mean, var, rstd
 
@@ -269,10 +283,10 @@ class CudaBatchNorm:
         mean = self._input(op, "mean", mean, acc, c)
         rstd = self._input(op, "rstd", rstd, acc, c)
         gamma = self._input(op, "gamma", gamma, acc, c)
-        partials, splits = self._reduce("bn_bwd_reduce", plan, (g, x, mean))
+        partials, splits = self._reduce(_BACKWARD_SUMS, plan, (g, x, mean))
         dgamma = xp.empty(c, acc) if need_dgamma else None
         dbeta = xp.empty(c, acc) if need_dbeta else None
-        coef = xp.empty((3, c), acc) if need_dx else None
+        coef = xp.empty((3, c), acc) if need_dx else None   # k1, k2, k3
         self._run(plan, plan.acc_name("bn_bwd_finalize"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count), rstd,
             _or_null(gamma), _or_null(dgamma), _or_null(dbeta), _or_null(coef)))
@@ -281,6 +295,14 @@ class CudaBatchNorm:
                 g, x, dx, coef, mean, numpy.uint32(plan.total // plan.vec),
                 numpy.uint32(plan.inner), numpy.uint32(c)))
         return dx, dgamma, dbeta
+
+
+    # ------------------------------------------------------------------ normalize
+    def moments(self, x, axes):
+        return self._arrays.moments(x, axes)
+
+    def standardize(self, x, mean, rstd, axes):
+        return self._arrays.standardize(x, mean, rstd, axes)
 
 
 def _or_null(array):

@@ -1,10 +1,12 @@
-"""The GPU backend: CuPy arrays on the current CUDA device, plus the fused batch-norm kernels.
+"""The GPU backend: CuPy arrays on the current CUDA device, the fused batch-norm kernels and
+conv2d's whole-array products.
 
 Imported only when a tensor asks for device "cuda" (backends/__init__.py first checks that CuPy
 imports and sees a GPU, and says which is missing), so minigrad never needs CuPy otherwise.
 """
 import cupy
 
+from .array_conv import ArrayConv2d
 from .base import Backend
 from .cuda_batch_norm import CudaBatchNorm
 
@@ -17,6 +19,7 @@ class CupyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.kernels["batch_norm"] = CudaBatchNorm.for_cupy(cupy)
+        self.kernels["conv2d"] = ArrayConv2d(cupy)
 
     def to_numpy(self, array):
         return array.get()

@@ -1,13 +1,20 @@
-"""The CPU backend: plain NumPy."""
+"""The CPU backend: plain NumPy, plus the cache-blocked batch-norm and conv2d kernels."""
 import numpy
 
 from .base import Backend
+from .numpy_batch_norm import ArrayBatchNorm
+from .numpy_conv import BlockedConv2d
 
 
 class NumpyBackend(Backend):
     name = "numpy"
     device = "cpu"
     xp = numpy
+
+    def __init__(self):
+        super().__init__()
+        self.kernels["batch_norm"] = ArrayBatchNorm(numpy)
+        self.kernels["conv2d"] = BlockedConv2d(numpy)
 
     def to_numpy(self, array):
         return numpy.asarray(array)

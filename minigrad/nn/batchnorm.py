@@ -106,36 +106,38 @@ class _BatchNorm(Module):
         return self.momentum
 
     def _per_channel(self):
-        """(weight, bias, running_mean, running_var) as (C,) vectors for F.batch_norm."""
+        """(weight, bias, running_mean, running_var) as (C,) vectors for F._batch_norm."""
         return self.weight, self.bias, self.running_mean, self.running_var
 
     def _channels_view(self, input):
-        """The input as F.batch_norm sees it (channels on axis 1) and the function that takes the
-        result back to the input's shape."""
+        """The input as F._batch_norm sees it (channels on axis 1) and the function that takes
+        the result back to the input's shape."""
         return input, None
 
-    def _normalize(self, input, factor):
-        """The layer's function for one call; `factor` is the running-average weight."""
-        use_batch = self.training or not self.track_running_stats
+    def _normalize(self, input, factor, count):
+        """The layer's function for one call, on checked input: `factor` is the running-average
+        weight, `count` the values per batch statistic (None: running statistics are used)."""
         keep_running = not self.training or self.track_running_stats
         weight, bias, running_mean, running_var = self._per_channel()
         view, restore = self._channels_view(input)
-        y = F.batch_norm(view, running_mean if keep_running else None,
-                         running_var if keep_running else None, weight, bias, use_batch, factor,
-                         self.eps, fused=self.fused)
+        y = F._batch_norm(view, running_mean=running_mean if keep_running else None,
+                          running_var=running_var if keep_running else None, weight=weight,
+                          bias=bias, training=count is not None, factor=factor, eps=self.eps,
+                          fused=self.fused, count=count)
         return y if restore is None else restore(y)
 
     def forward(self, input):
-        self._check_input(input)
+        self._check_input(input)   # the one check: F._batch_norm takes the input as it is
+        count = None
         if self.training or not self.track_running_stats:   # batch statistics: check count
             count = F._values_per_statistic(f"{type(self).__name__}({self.num_features})",
                                             input, math.prod(self._stat_shape()),
                                             self._stat_unit)
         if not (self.training and self.track_running_stats):
-            return self._normalize(input, 0.0)
+            return self._normalize(input, 0.0, count)
         self.num_batches_tracked.data += 1   # in place on the 0-d array
         try:
-            return self._normalize(input, self._factor(count))
+            return self._normalize(input, self._factor(count), count)
         except Exception:
             self.num_batches_tracked.data -= 1   # the batch was not used
             raise

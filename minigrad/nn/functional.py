@@ -5,9 +5,9 @@ import numpy
 
 from .. import ops
 from ..creation import generator
+
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import avg_pool2d, conv2d, cross_entropy, max_pool2d, relu, sigmoid, tanh  # noqa: F401
-from ..ops.batch_norm_kernel import update_running_stats
 from ..tensor import Tensor
 
 
@@ -66,11 +66,14 @@ def _values_per_statistic(op, input, statistics, unit="channel"):
     return count
 
 
-def _update_running(running_mean, running_var, mean, var, count, momentum):
-    """running = (1 - momentum) * running + momentum * batch, in place and unrecorded, with the
-    batch variance made unbiased (var * count / (count - 1))."""
-    update_running_stats(running_mean.data, running_var.data, mean.data, var.data, count,
-                         momentum)
+def _update_running(running_mean, running_var, mean, var, count, factor):
+    """running = (1 - factor) * running + factor * batch, in place on the buffers' arrays (so
+    unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's
+    convention. `count` (values per statistic) is above 1."""
+    unbiased = var.data * (count / (count - 1))
+    for running, batch in ((running_mean.data, mean.data), (running_var.data, unbiased)):
+        running *= 1.0 - factor
+        running += factor * batch
 
 
 def _use_fused(fused):
@@ -95,6 +98,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     (normalize, mul, add), "auto" the fused op (CUDA kernels on the GPU, NumPy on the CPU);
     the numbers are the same either way.
     """
+    count = _check_batch_norm(input, running_mean, running_var, training, momentum, fused)
+    return _batch_norm(input, running_mean=running_mean, running_var=running_var, weight=weight,
+                       bias=bias, training=training, factor=momentum, eps=eps, fused=fused,
+                       count=count)
+
+
+def _check_batch_norm(input, running_mean, running_var, training, momentum, fused):
+    """batch_norm's argument checks; in training, the number of values per statistic."""
+    _use_fused(fused)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected input of shape (N, C, *), got shape "
                          f"{input.shape}")
@@ -105,20 +117,29 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if buffer is not None and buffer.shape != (channels,):
             raise ValueError(f"batch_norm: {name} has shape {buffer.shape}, but the input of "
                              f"shape {input.shape} has {channels} channels")
-    norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
     if not training:
         if running_mean is None:
             raise ValueError("batch_norm: evaluation (training=False) normalizes with the running "
                              "statistics, but running_mean and running_var are None; pass them, "
                              "or training=True to use the batch's statistics")
-        return norm(input, weight, bias, 1, eps, running_mean, running_var)[0]
+        return None
     count = _values_per_statistic("batch_norm", input, channels)
     if running_mean is not None and momentum is None:
         raise ValueError("batch_norm: momentum=None (a cumulative average) needs the batch count "
                          "that the BatchNorm layers keep; pass the factor 1/n for batch n")
-    y, mean, var = norm(input, weight, bias, 1, eps)
+    return count
+
+
+def _batch_norm(input, *, running_mean, running_var, weight, bias, training, factor, eps, fused,
+                count):
+    """batch_norm on checked arguments (the BatchNorm layers check their own): `factor` is the
+    running-average weight, `count` the values per statistic (training only)."""
+    norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
+    if not training:
+        return norm(input, weight, bias, axis=1, eps=eps, mean=running_mean, var=running_var)[0]
+    y, mean, var = norm(input, weight, bias, axis=1, eps=eps)
     if running_mean is not None:
-        _update_running(running_mean, running_var, mean, var, count, momentum)
+        _update_running(running_mean, running_var, mean, var, count, factor)
     return y
 
 

@@ -10,24 +10,16 @@ biased statistics are used and returned (training); with them, they are used and
 given (inference). gamma and beta are optional separately: an absent one costs nothing, forward
 or backward.
 
-The fused op runs `backend.kernel("batch_norm")` (the CUDA kernel on the GPU) or, where the
-backend has none, `ArrayBatchNorm` (NumPy on the CPU); see batch_norm_kernel.py for the passes.
-Its backward computes only the gradients that are needed. When the gradient itself must be
-differentiable (create_graph=True), and in the inference form, backward differentiates the
-composed formula instead, so higher derivatives come out right.
+The fused op runs the backend's `kernel("batch_norm")`: the CUDA kernels on the GPU
+(backends/cuda_batch_norm.py), blocked NumPy code on the CPU (backends/numpy_batch_norm.py, which
+also has the passes written out). Its backward computes only the gradients that are needed.
+When the gradient itself must be differentiable (create_graph=True), and in the inference form,
+backward differentiates the composed formula instead, so higher derivatives come out right.
 """
 from .. import autograd
 from ..tensor import Tensor
 from .base import Op
-from .batch_norm_kernel import array_kernel
 from .normalize import normalize
-
-_OPTIONAL = ("gamma", "beta", "mean", "var")
-
-
-def batch_norm_kernel(backend):
-    """The backend's fused kernel, or the array implementation on its array module."""
-    return backend.kernel("batch_norm") or array_kernel(backend)
 
 
 def _channel_axis(op, shape, axis):
@@ -74,71 +66,62 @@ def _viewed(name, vector, view, like):
 
 
 class FusedBatchNorm(Op):
-    """(y, batch_mean, batch_var) = fused_batch_norm(x, [gamma], [beta], [mean, var]); the
-    optional inputs present are named, in this order, by the attribute `parts`."""
+    """(y, batch_mean, batch_var) = fused_batch_norm(x, gamma, beta, mean, var), each of gamma,
+    beta and the pair mean, var possibly None; see the module docstring."""
 
     @classmethod
     def name(cls):
         return "fused_batch_norm"
 
     @staticmethod
-    def forward(ctx, x, *params, parts, axis, eps):
+    def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
         if x.dtype.kind != "f":
             raise TypeError(f"fused_batch_norm: expected a floating input, got dtype {x.dtype} "
                             f"(shape {x.shape})")
         axis = _channel_axis("fused_batch_norm", x.shape, axis)
         channels = x.shape[axis]
-        given = dict(zip(parts, params))
-        for name, array in given.items():
-            if array.shape != (channels,):
+        for name, array in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
+            if array is not None and array.shape != (channels,):
                 raise ValueError(
                     f"fused_batch_norm: {name} has shape {array.shape}, but the input of shape "
                     f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
         if x.size == 0:
             raise ValueError(f"fused_batch_norm: the input of shape {x.shape} is empty")
-        gamma, beta, mean, var = [given.get(name) for name in _OPTIONAL]
-        kernel = batch_norm_kernel(ctx.backend)
-        ctx.parts, ctx.axis, ctx.eps = parts, axis, eps
-        if mean is None:
+        kernel = ctx.backend.kernel("batch_norm")
+        ctx.axis, ctx.eps, ctx.inference = axis, eps, mean is not None
+        ctx.save(x, gamma, beta, mean, var)
+        if ctx.inference:
+            y = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps)
+        else:
             y, mean, var, ctx.rstd = kernel.forward_train(x, gamma, beta, axis, eps)
             ctx.mean = mean
-        else:
-            y = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps)
-        ctx.save(x, *params)
         ctx.mark_non_differentiable(mean, var)
         return y, mean, var
 
     @staticmethod
     def backward(ctx, g, *_):
-        needs = ctx.needs_input_grad
         if g is None:
-            return (None,) * len(needs)
-        inputs = dict(zip(("x",) + ctx.parts, ctx.saved))
-        if "mean" in inputs or autograd.is_grad_enabled():
-            return FusedBatchNorm._composed_backward(ctx, g, inputs)
-        gamma = inputs.get("gamma")
-        wants = dict(zip(("x",) + ctx.parts, needs))
-        kernel = batch_norm_kernel(ctx.backend)
-        dx, dgamma, dbeta = kernel.backward(
-            g.data, inputs["x"].data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
-            ctx.axis, wants["x"], wants.get("gamma", False), wants.get("beta", False))
-        grads = {"x": dx, "gamma": dgamma, "beta": dbeta}
-        return tuple([None if grads[name] is None else Tensor.from_array(grads[name], ctx.backend)
-                      for name in ("x",) + ctx.parts])
+            return (None,) * 5
+        if ctx.inference or autograd.is_grad_enabled():
+            return FusedBatchNorm._composed_backward(ctx, g)
+        x, gamma, _, _, _ = ctx.saved
+        need_x, need_gamma, need_beta, _, _ = ctx.needs_input_grad
+        dx, dgamma, dbeta = ctx.backend.kernel("batch_norm").backward(
+            g.data, x.data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
+            ctx.axis, need_x, need_gamma, need_beta)
+        return tuple([None if grad is None else Tensor.from_array(grad, ctx.backend)
+                      for grad in (dx, dgamma, dbeta)]) + (None, None)
 
     @staticmethod
-    def _composed_backward(ctx, g, inputs):
+    def _composed_backward(ctx, g):
         """Differentiate the composed formula: gradients that are themselves differentiable."""
-        names = ("x",) + ctx.parts
-        wanted = [name for name, need in zip(names, ctx.needs_input_grad) if need]
+        inputs = ctx.saved   # x, gamma, beta, mean, var; None where absent
+        wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
         with autograd.enable_grad():
-            y, _, _ = composed_batch_norm(
-                inputs["x"], inputs.get("gamma"), inputs.get("beta"), ctx.axis, ctx.eps,
-                inputs.get("mean"), inputs.get("var"))
-        grads = autograd.grad(y, [inputs[name] for name in wanted], g,
-                              create_graph=autograd.is_grad_enabled(), allow_unused=True)
-        found = dict(zip(wanted, grads))
-        return tuple(found.get(name) for name in names)
+            y, _, _ = composed_batch_norm(*inputs[:3], ctx.axis, ctx.eps, *inputs[3:])
+        grads = iter(autograd.grad(y, wanted, g, create_graph=autograd.is_grad_enabled(),
+                                   allow_unused=True))
+        return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
 
 
 def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
@@ -150,7 +133,4 @@ def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=
     if (mean is None) != (var is None):
         raise ValueError("fused_batch_norm: give both mean and var (inference form) or neither "
                          "(training form)")
-    named = (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))
-    parts = tuple([name for name, value in named if value is not None])
-    return FusedBatchNorm.apply(x, *[value for _, value in named if value is not None],
-                                parts=parts, axis=axis, eps=eps)
+    return FusedBatchNorm.apply(x, gamma, beta, mean, var, axis=axis, eps=eps)

@@ -20,7 +20,6 @@ accumulates in float32; the statistics come back in that dtype).
 from .. import autograd
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-from .batch_norm_kernel import array_kernel, from_channel_view, memory_order
 
 
 def _check_input(x, what):
@@ -29,61 +28,32 @@ def _check_input(x, what):
                         f"(shape {x.shape})")
 
 
-def _product(numbers):
-    result = 1
-    for n in numbers:
-        result *= n
-    return result
-
-
 def _broadcasts_to(shape, target):
     """True when an array of `shape` broadcasts to `target` without changing it."""
     if len(shape) > len(target):
         return False
-    return all(n in (1, m) for n, m in zip(shape[::-1], target[::-1]))
-
-
-def _grouped(xp, x, axes):
-    """x as a (P, K, Q) array whose middle axis runs over the kept (not reduced) axes, and the
-    function that takes a (P, K, Q) result back to x's shape and layout. The axes are taken in
-    the order they lie in memory (as the fused batch norm's `channel_view` does, so both give the
-    same statistics bit for bit): when the kept axes are adjacent there (batch, layer, instance,
-    group and region norm; conv2d's NCHW output, laid out (C, H, W, N)) this is a view of x;
-    otherwise the kept axes are moved behind the reduced ones first (a copy)."""
-    kept = [i for i in range(x.ndim) if i not in axes]
-    order = memory_order(x)
-    if order is None:
-        x, order = xp.ascontiguousarray(x), list(range(x.ndim))
-    at = [order.index(i) for i in kept]
-    if at and at != list(range(at[0], at[0] + len(at))):
-        order, at = list(axes) + kept, list(range(len(axes), x.ndim))
-    moved = xp.ascontiguousarray(x.transpose(order))
-    first, stop = (at[0], at[-1] + 1) if at else (0, 0)
-    x3 = moved.reshape(_product(moved.shape[:first]), _product(moved.shape[first:stop]),
-                       _product(moved.shape[stop:]))
-    return x3, lambda y3: from_channel_view(y3, x.shape, order)
+    return all(n in (1, m) for n, m in zip(shape[::-1], target[::-1], strict=False))
 
 
 class Normalize(Op):
-    """(y, mean, var) = normalize(x[, mean, var], axes, eps); see the module docstring."""
+    """(y, mean, var) = normalize(x, mean, var, axes, eps), mean and var both None (training)
+    or both given (inference); see the module docstring."""
 
     @staticmethod
-    def forward(ctx, x, *stats, axes, eps):
+    def forward(ctx, x, mean, var, *, axes, eps):
         xp = ctx.xp
         _check_input(x, "normalize")
         ctx.axes, ctx.eps = normalize_axes("normalize", axes, x.ndim), eps
-        if stats:
-            return Normalize._infer(ctx, x, *stats)
-        x3, restore = _grouped(ctx.xp, x, ctx.axes)
-        if x3.shape[0] * x3.shape[2] == 0:
-            raise ValueError(f"normalize: no values to take statistics over: axes {ctx.axes} "
-                             f"of a tensor of shape {x.shape}")
-        kernel = array_kernel(ctx.backend)
-        mean, var = kernel.moments(x3)
+        ctx.inference = mean is not None
+        if ctx.inference:
+            return Normalize._infer(ctx, x, mean, var)
+        # The backend's kernel computes the statistics, the same call the fused batch norm
+        # makes, so the two agree bit for bit; the centring and y are done block by block.
+        kernel = ctx.backend.kernel("batch_norm")
+        mean, var = kernel.moments(x, ctx.axes)   # mean = sum(x)/n, var = sum((x - mean)^2)/n
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
-        y = restore(kernel.standardize(x3, mean, rstd))
-        kept = kept_shape(x.shape, ctx.axes)
-        mean, var, ctx.rstd = mean.reshape(kept), var.reshape(kept), rstd.reshape(kept)
+        y = kernel.standardize(x, mean, rstd, ctx.axes)   # centred = x - mean; y = centred*rstd
+        ctx.rstd = rstd
         ctx.save(x, y)
         ctx.mark_non_differentiable(mean, var)
         return y, mean, var
@@ -106,8 +76,8 @@ class Normalize(Op):
     @staticmethod
     def backward(ctx, g, *_):
         if g is None:
-            return (None,) * len(ctx.needs_input_grad)
-        if len(ctx.needs_input_grad) == 3:
+            return None, None, None
+        if ctx.inference:
             return Normalize._infer_backward(ctx, g)
         x, y = ctx.saved
         if autograd.is_grad_enabled():
@@ -119,7 +89,7 @@ class Normalize(Op):
         mean_g = g.mean(axis=ctx.axes, keepdims=True)
         mean_gy = (g * y).mean(axis=ctx.axes, keepdims=True)
         dx = rstd * (g - mean_g - y * mean_gy)
-        return dx if dx.dtype == x.dtype else dx.astype(x.dtype)
+        return (dx if dx.dtype == x.dtype else dx.astype(x.dtype)), None, None
 
     @staticmethod
     def _infer_backward(ctx, g):
@@ -151,6 +121,4 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
     if (mean is None) != (var is None):
         raise ValueError("normalize: give both mean and var (inference form) or neither "
                          "(training form)")
-    if mean is None:
-        return Normalize.apply(x, axes=axes, eps=eps)
     return Normalize.apply(x, mean, var, axes=axes, eps=eps)

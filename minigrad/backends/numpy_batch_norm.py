@@ -1,16 +1,16 @@
-"""Batch norm as array code: the CPU counterpart of the CUDA kernel behind `fused_batch_norm`.
+"""The NumPy backend's "batch_norm" kernel: batch norm as array code, blocked for the cache.
 
 `ArrayBatchNorm(xp)` has the methods of the object `backend.kernel("batch_norm")` returns on the
-GPU, so `FusedBatchNorm` calls the same three functions on either device:
+GPU (`CudaBatchNorm`), so `FusedBatchNorm` calls the same three functions on either device:
 
-    forward_train(x, gamma, beta, axis, eps, running_mean=None, running_var=None, factor=0.0)
-        -> (y, mean, var, rstd)
+    forward_train(x, gamma, beta, axis, eps) -> (y, mean, var, rstd)
     forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)
 
-It also serves `normalize` (`moments` and `standardize`), so the composed and the fused batch
-norm take their statistics from the same code and agree to the last bit on the CPU.
+It also serves `normalize`: `moments(x, axes)` and `standardize(x, mean, rstd, axes)`. The
+composed and the fused batch norm take their statistics from the same `_moments` code and agree
+to the last bit on the CPU. (The CuPy backend runs this class on whole arrays for normalize.)
 
 Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
 or (N, C): (rows, C, 1)), its axes taken in the order they lie in memory: conv2d's output, NCHW
@@ -19,7 +19,7 @@ layout (see `channel_view`); `gamma`, `beta`, `mean`, `var`, `rstd` are (C,) vec
 beta may be None). Statistics are accumulated in float32 for float16 input, and in the input's
 precision otherwise; M = P*Q values per channel.
 
-    forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (centred: stable; see moments)
+    forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (centred: stable; see _moments)
                a = gamma * rstd,  b = beta - mean * a,  y = a * x + b  (rstd = 1 / sqrt(var + eps))
     backward:  sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
                dgamma = sum_gxhat,  dbeta = sum_g
@@ -27,44 +27,27 @@ precision otherwise; M = P*Q values per channel.
                   = k1 * g + k2 * (x - mean) + k3  with per-channel k1 = a,
                     k2 = -a * rstd * sum_gxhat / M,  k3 = -a * sum_g / M
 
-Speed on the CPU comes from memory traffic, not arithmetic: every full-size pass costs about the
-same. The loops below walk x (and g) in blocks of about a megabyte, so each block is read from
-memory once per loop and its centred copy `x - mean` lives in one reused scratch buffer that
-stays in cache; the result arrays are written once. Per-channel factors are laid out as whole
-rows (`_spread`), which keeps NumPy's inner loops long. Centring also avoids the cancellation
-that `sum(g*x) - mean*sum(g)` suffers when the mean is large next to the spread. On a GPU backend
-the array code runs on whole arrays (one block).
+Why blocks: on the CPU every full-size pass costs memory traffic, so the loops walk x (and g) in
+cache-sized blocks, centring each into one reused scratch buffer (benchmarks/README.md has the
+measurements). Centring also avoids the cancellation of `sum(g*x) - mean*sum(g)`.
 """
+import math
 import threading
 
-_BLOCK_ELEMENTS = 1 << 18   # ~1 MB of float32 per block on the CPU: stays in cache
-_KEEP_SCRATCH = 4 * _BLOCK_ELEMENTS   # larger scratch buffers are not kept between calls
-_array_kernels = {}
-
-
-def array_kernel(backend):
-    """The `ArrayBatchNorm` for a backend's array module (blocks on the CPU only)."""
-    kernel = _array_kernels.get(backend.name)
-    if kernel is None:
-        blocks = _BLOCK_ELEMENTS if backend.device == "cpu" else None
-        kernel = _array_kernels[backend.name] = ArrayBatchNorm(backend.xp, blocks)
-    return kernel
+BLOCK_ELEMENTS = 1 << 18   # values per block on the CPU (1 MB of float32): stays in cache
+_KEEP_SCRATCH = 4 * BLOCK_ELEMENTS   # larger scratch buffers are not kept between calls
+# _spread: rows of repeated per-channel values pay off from this many uses of a row ...
+_SPREAD_MIN_USES = 4
+# ... and are stacked r at a time (r the first of these dividing every block's rows) from this
+# many: fewer passes of NumPy's broadcasting loop.
+_STACK_MIN_USES = 16
+_STACK_ROWS = (8, 4, 2, 1)
 
 
 def accumulation_dtype(xp, dtype):
     """The dtype statistics are accumulated in: float32 for float16 (and narrower), else `dtype`
     (a floating dtype; what xp.result_type(dtype, float32) gives, at a fraction of its cost)."""
     return dtype if dtype.itemsize >= 4 else xp.dtype(xp.float32)
-
-
-def update_running_stats(running_mean, running_var, mean, var, count, factor):
-    """In place: running = (1 - factor) * running + factor * batch, with the batch variance made
-    unbiased (var * count / (count - 1)), PyTorch's convention. `count` must be above 1."""
-    unbiased = var * (count / (count - 1))
-    running_mean *= 1.0 - factor
-    running_mean += factor * mean
-    running_var *= 1.0 - factor
-    running_var += factor * unbiased
 
 
 def _scale(gamma, rstd):
@@ -109,10 +92,31 @@ def from_channel_view(y3, shape, order):
     return y3.reshape([shape[i] for i in order]).transpose(inverse)
 
 
+def grouped(xp, x, axes):
+    """(x3, restore): x as a (P, K, Q) array whose middle axis runs over the kept (not reduced)
+    axes, and the function that takes a (P, K, Q) result back to x's shape and layout. The axes
+    are taken in memory order, as in `channel_view` (for one kept axis this is the same view):
+    when the kept axes are adjacent there (batch, layer, instance, group and region norm;
+    conv2d's NCHW output, laid out (C, H, W, N)) x3 is a view of x; otherwise the kept axes are
+    moved behind the reduced ones first (a copy)."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    order = memory_order(x)
+    if order is None:
+        x, order = xp.ascontiguousarray(x), list(range(x.ndim))
+    at = [order.index(i) for i in kept]
+    if at and at != list(range(at[0], at[0] + len(at))):
+        order, at = list(axes) + kept, list(range(len(axes), x.ndim))
+    moved = xp.ascontiguousarray(x.transpose(order))
+    first, stop = (at[0], at[-1] + 1) if at else (0, 0)
+    x3 = moved.reshape(math.prod(moved.shape[:first]), math.prod(moved.shape[first:stop]),
+                       math.prod(moved.shape[stop:]))
+    return x3, lambda y3: from_channel_view(y3, x.shape, order)
+
+
 class ArrayBatchNorm:
     """The batch-norm kernel written with the array module `xp` (see the module docstring)."""
 
-    def __init__(self, xp, block_elements=_BLOCK_ELEMENTS):
+    def __init__(self, xp, block_elements=BLOCK_ELEMENTS):
         self.xp = xp
         self.block_elements = block_elements   # None: whole arrays
         self._local = threading.local()        # one scratch buffer per thread
@@ -151,17 +155,14 @@ class ArrayBatchNorm:
 
     def _spread(self, vectors, x3, shape):
         """(C,) vectors laid out to meet blocks of `shape` in elementwise ops (`_per_channel`).
-        Broadcasting a (C, 1) column makes NumPy run one short inner loop per (row, channel), at
-        about half speed; a contiguous (r, C, cols) stack of rows of the repeated values lets it
-        run one long loop per r rows. Worth building when a row is reused four times or more.
-        r (up to 8, when there are 16 rows or more) divides the row count of every block: each
-        pass of NumPy's broadcasting loop costs about 0.1 us, a third of the time of a (16, 100)
-        row."""
+        Broadcasting a (C, 1) column makes NumPy run one short inner loop per (row, channel); a
+        contiguous (r, C, cols) stack of rows of the repeated values lets it run one long loop per
+        r rows (r divides the row count of every block). See the constants above."""
         uses = x3.shape[0] * (x3.shape[2] // shape[2])
-        if uses < 4:
+        if uses < _SPREAD_MIN_USES:
             return [v[:, None] for v in vectors]
-        r = 1 if uses < 16 else next(
-            r for r in (8, 4, 2, 1) if shape[0] % r == 0 and x3.shape[0] % r == 0)
+        r = 1 if uses < _STACK_MIN_USES else next(
+            r for r in _STACK_ROWS if shape[0] % r == 0 and x3.shape[0] % r == 0)
         rows = []
         for v in vectors:
             row = self.xp.empty((r,) + shape[1:], v.dtype)
@@ -195,7 +196,30 @@ class ArrayBatchNorm:
             yield index, centred
 
     # ---------------------------------------------------------------- shared with normalize
-    def moments(self, x3):
+    def moments(self, x, axes):
+        """(mean, var) of x over `axes`, kept as length-1 dims, in the accumulation dtype: the
+        statistics `forward_train` computes for batch norm (axes: all but the channel axis)."""
+        x3, _ = grouped(self.xp, x, axes)
+        if x3.shape[0] * x3.shape[2] == 0:
+            raise ValueError(f"normalize: no values to take statistics over: axes {axes} of a "
+                             f"tensor of shape {x.shape}")
+        kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+        mean, var = self._moments(x3)
+        return mean.reshape(kept), var.reshape(kept)
+
+    def standardize(self, x, mean, rstd, axes):
+        """(x - mean) * rstd over `axes` (mean and rstd with kept dims, from `moments`), in x's
+        dtype and layout."""
+        x3, restore = grouped(self.xp, x, axes)
+        plan = self._plan(x3)
+        y3 = self.xp.empty(x3.shape, x3.dtype)
+        mean, rstd = mean.reshape(-1), rstd.reshape(-1)
+        (spread,) = self._spread([rstd], x3, plan[0])
+        for index, centred in self._centred_blocks(x3, mean, rstd.dtype, plan):
+            self._per_channel(self.xp.multiply, centred, spread, y3[index])
+        return restore(y3)
+
+    def _moments(self, x3):
         """Per-channel mean and biased variance of a (P, C, Q) array over P and Q, in the
         accumulation dtype, with one read of x from memory. Each block, while in cache, is
         centred on its rough mean c = sum(x) / n and summed again (the corrected two-pass
@@ -239,26 +263,13 @@ class ArrayBatchNorm:
         m2 -= n * drift * drift
         return rough + drift, m2, n
 
-    def standardize(self, x3, mean, rstd):
-        """(x - mean) * rstd per channel of a (P, C, Q) array, in x's dtype."""
-        plan = self._plan(x3)
-        y3 = self.xp.empty(x3.shape, x3.dtype)
-        (spread,) = self._spread([rstd], x3, plan[0])
-        for index, centred in self._centred_blocks(x3, mean, rstd.dtype, plan):
-            self._per_channel(self.xp.multiply, centred, spread, y3[index])
-        return y3
-
     # ---------------------------------------------------------------- the three kernels
-    def forward_train(self, x, gamma, beta, axis, eps, running_mean=None, running_var=None,
-                      factor=0.0):
+    def forward_train(self, x, gamma, beta, axis, eps):
         xp = self.xp
         x3, order = channel_view(xp, x, axis)
-        mean, var = self.moments(x3)
+        mean, var = self._moments(x3)
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
         y = from_channel_view(self._affine(x3, gamma, beta, mean, rstd), x.shape, order)
-        if running_mean is not None:
-            update_running_stats(running_mean, running_var, mean, var,
-                                 x3.shape[0] * x3.shape[2], factor)
         return y, mean, var, rstd
 
     def forward_infer(self, x, gamma, beta, mean, var, axis, eps):

@@ -1,0 +1,89 @@
+"""The NumPy backend's "conv2d" kernel: conv2d's matrix products with the im2col matrix built in
+cache-sized blocks.
+
+With the windows of the padded input (C, kh, kw, Ho, Wo, N) (ops/window.py), their im2col matrix
+cols (C*kh*kw, Ho*Wo*N) and the weight viewed as W (O, C*kh*kw):
+
+    forward(weight, windows)          -> W @ cols      as (O, Ho, Wo, N)
+    input_grad(weight, g)             -> W^T @ g       as windows (C, kh, kw, Ho, Wo, N)
+    weight_grad(g, windows, dtype)    -> g @ cols^T    as (O, C, kh, kw)
+
+with g the output gradient as (O, Ho, Wo, N) (the forward's layout). `ArrayConv2d` (CuPy) is
+the same contract on whole arrays.
+
+Why blocks: the im2col matrix is the largest array of a small CNN, and writing it out and reading
+it back from memory costs more than the products. So cols is never built whole: the windows of a
+few output rows at a time are copied into a reused buffer that stays in the L2 cache, multiplied,
+and the next block reuses the buffer; weight_grad recomputes the blocks from the windows instead
+of keeping cols from the forward. A product with a short contraction (a first layer: 25 for
+1 x 5 x 5) runs per output row, as a batched matmul: OpenBLAS runs one GEMM over many columns
+at a fraction of its speed there. The measurements are in benchmarks/README.md.
+"""
+import threading
+
+SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
+BLOCK_ELEMENTS = 1 << 17   # values per im2col block (512 kB of float32): block and products in L2
+
+
+class BlockedConv2d:
+    """conv2d's products on the CPU, the im2col matrix in blocks (see the module docstring)."""
+
+    def __init__(self, xp, block_elements=BLOCK_ELEMENTS, short_contraction=SHORT_CONTRACTION):
+        self.xp = xp
+        self.block_elements = block_elements
+        self.short_contraction = short_contraction
+        self._local = threading.local()   # one reused block buffer per thread
+
+    def _blocks(self, windows):
+        """The im2col matrix in blocks of whole output rows: yields (y0, y1, cols) with cols the
+        (C*kh*kw, y1 - y0, Wo*N) columns of output rows y0..y1-1, copied from the window view
+        into a buffer that the next block reuses."""
+        c, kh, kw, ho, wo, n = windows.shape
+        per_row = c * kh * kw * wo * n
+        step = max(1, min(ho, self.block_elements // per_row))
+        size = step * per_row
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or buffer.dtype != windows.dtype or buffer.size < size:
+            buffer = self.xp.empty(size, windows.dtype)
+            if step < ho:   # keep only block-sized buffers
+                self._local.buffer = buffer
+        for y0 in range(0, ho, step):
+            y1 = min(y0 + step, ho)
+            cols = buffer[:(y1 - y0) * per_row].reshape(c, kh, kw, y1 - y0, wo, n)
+            cols[...] = windows[:, :, :, y0:y1]   # the im2col copy of this block
+            yield y0, y1, cols.reshape(c * kh * kw, y1 - y0, wo * n)
+
+    def forward(self, weight, windows):
+        """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
+        xp, o = self.xp, weight.shape[0]
+        _, _, _, ho, wo, n = windows.shape
+        out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))
+        flat, w2 = out.reshape(o, -1), weight.reshape(o, -1)
+        for y0, y1, cols in self._blocks(windows):
+            if cols.shape[0] < self.short_contraction:   # per output row: (rows, O, Wo*N)
+                xp.matmul(w2, cols.swapaxes(0, 1), out=out[:, y0:y1].swapaxes(0, 1))
+            else:
+                xp.matmul(w2, cols.reshape(cols.shape[0], -1),
+                          out=flat[:, y0 * wo * n:y1 * wo * n])
+        return out.reshape(o, ho, wo, n)
+
+    def input_grad(self, weight, g):
+        """W^T @ g as windows (C, kh, kw, Ho, Wo, N); per output row for short contractions."""
+        o, ho, wo, n = g.shape
+        w2 = weight.reshape(o, -1)
+        if w2.shape[1] < self.short_contraction:   # (Ho, K, Wo*N), then K first
+            dcols = (w2.T @ g.reshape(o, ho, wo * n).swapaxes(0, 1)).swapaxes(0, 1)
+        else:
+            dcols = w2.T @ g.reshape(o, -1)
+        return dcols.reshape(weight.shape[1:] + (ho, wo, n))
+
+    def weight_grad(self, g, windows, dtype):
+        """g @ cols^T as (O, C, kh, kw) of `dtype`, summed over blocks recomputed from the
+        windows."""
+        xp, (o, ho, wo, n) = self.xp, g.shape
+        g3 = g.reshape(o, ho, wo * n)   # a view when g has the forward's layout
+        contraction = windows.shape[0] * windows.shape[1] * windows.shape[2]
+        dw_t = xp.zeros((contraction, o), dtype=xp.result_type(windows.dtype, g.dtype))
+        for y0, y1, cols in self._blocks(windows):
+            dw_t += cols.reshape(contraction, -1) @ g3[:, y0:y1].reshape(o, -1).T
+        return dw_t.T.reshape((o,) + windows.shape[:3]).astype(dtype, copy=False)
