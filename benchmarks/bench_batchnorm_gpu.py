@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 import minigrad as mg
+import minigrad.nn.functional as F
 from minigrad.backends import DeviceError
 
 SHAPES = [(64, 6, 28, 28), (256, 64, 56, 56), (32, 256, 14, 14)]
@@ -64,12 +65,16 @@ def minigrad_cases(cupy, x, g, axis):
     kernels = mg.get_backend("cuda").kernel("batch_norm")
     gamma = cupy.linspace(0.5, 2.0, c, dtype=cupy.float32)
     beta = cupy.linspace(-1.0, 1.0, c, dtype=cupy.float32)
-    running_mean = cupy.zeros(c, cupy.float32)
-    running_var = cupy.ones(c, cupy.float32)
+    backend = mg.get_backend("cuda")
+    running = [mg.Tensor.from_array(make(c, cupy.float32), backend)
+               for make in (cupy.zeros, cupy.ones)]
+    count = x.size // c
 
     def kernel_step():
-        y, mean, var, rstd = kernels.forward_train(x, gamma, beta, axis, 1e-5, running_mean,
-                                                   running_var, 0.1)
+        y, mean, var, rstd = kernels.forward_train(x, gamma, beta, axis, 1e-5)
+        # the running-statistics update as the BatchNorm layers make it (nn/functional.py)
+        F._update_running(*running, *(mg.Tensor.from_array(s, backend) for s in (mean, var)),
+                          count, 0.1)
         kernels.backward(g, x, mean, rstd, gamma, axis, True, True, True)
 
     xt = mg.tensor(x, requires_grad=True)

@@ -98,19 +98,36 @@ def grouped(xp, x, axes):
     are taken in memory order, as in `channel_view` (for one kept axis this is the same view):
     when the kept axes are adjacent there (batch, layer, instance, group and region norm;
     conv2d's NCHW output, laid out (C, H, W, N)) x3 is a view of x; otherwise the kept axes are
-    moved behind the reduced ones first (a copy)."""
+    moved behind the reduced ones first (a copy). The layout is worked out once per shape,
+    strides and axes (normalize asks twice per call: moments, then standardize)."""
+    key = (x.shape, x.strides, axes)
+    layout = _GROUPINGS.get(key)
+    if layout is None:
+        if len(_GROUPINGS) >= _MAX_GROUPINGS:
+            _GROUPINGS.clear()
+        layout = _GROUPINGS[key] = _grouping(x, axes)
+    order, shape3 = layout
+    x3 = xp.ascontiguousarray(x.transpose(order)).reshape(shape3)
+    return x3, lambda y3: from_channel_view(y3, x.shape, order)
+
+
+_GROUPINGS = {}   # (shape, strides, axes) -> (axis order, (P, K, Q)): see grouped
+_MAX_GROUPINGS = 256
+
+
+def _grouping(x, axes):
+    """(order, (P, K, Q)) for `grouped`: x's axes in memory order (C order when x is no permuted
+    contiguous array: it is then copied), or reduced axes first where the kept ones are not
+    adjacent there, and the sizes of the three groups."""
     kept = [i for i in range(x.ndim) if i not in axes]
-    order = memory_order(x)
-    if order is None:
-        x, order = xp.ascontiguousarray(x), list(range(x.ndim))
+    order = memory_order(x) or list(range(x.ndim))
     at = [order.index(i) for i in kept]
     if at and at != list(range(at[0], at[0] + len(at))):
         order, at = list(axes) + kept, list(range(len(axes), x.ndim))
-    moved = xp.ascontiguousarray(x.transpose(order))
+    shape = [x.shape[i] for i in order]
     first, stop = (at[0], at[-1] + 1) if at else (0, 0)
-    x3 = moved.reshape(math.prod(moved.shape[:first]), math.prod(moved.shape[first:stop]),
-                       math.prod(moved.shape[stop:]))
-    return x3, lambda y3: from_channel_view(y3, x.shape, order)
+    return order, (math.prod(shape[:first]), math.prod(shape[first:stop]),
+                   math.prod(shape[stop:]))
 
 
 class ArrayBatchNorm:
