@@ -36,11 +36,11 @@ def _broadcasts_to(shape, target):
 
 
 class Normalize(Op):
-    """(y, mean, var) = normalize(x, mean, var, axes, eps), mean and var both None (training)
-    or both given (inference); see the module docstring."""
+    """(y, mean, var) = normalize(x[, mean, var], axes, eps): mean and var both absent
+    (training) or both given (inference); see the module docstring."""
 
     @staticmethod
-    def forward(ctx, x, mean, var, *, axes, eps):
+    def forward(ctx, x, mean=None, var=None, *, axes, eps):
         xp = ctx.xp
         _check_input(x, "normalize")
         ctx.axes, ctx.eps = normalize_axes("normalize", axes, x.ndim), eps
@@ -76,7 +76,7 @@ class Normalize(Op):
     @staticmethod
     def backward(ctx, g, *_):
         if g is None:
-            return None, None, None
+            return (None, None, None) if ctx.inference else None
         if ctx.inference:
             return Normalize._infer_backward(ctx, g)
         x, y = ctx.saved
@@ -89,7 +89,7 @@ class Normalize(Op):
         mean_g = g.mean(axis=ctx.axes, keepdims=True)
         mean_gy = (g * y).mean(axis=ctx.axes, keepdims=True)
         dx = rstd * (g - mean_g - y * mean_gy)
-        return (dx if dx.dtype == x.dtype else dx.astype(x.dtype)), None, None
+        return dx if dx.dtype == x.dtype else dx.astype(x.dtype)
 
     @staticmethod
     def _infer_backward(ctx, g):
@@ -121,4 +121,6 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
     if (mean is None) != (var is None):
         raise ValueError("normalize: give both mean and var (inference form) or neither "
                          "(training form)")
+    if mean is None:   # training: x is the only input (the tape shows normalize(x, axes=...))
+        return Normalize.apply(x, axes=axes, eps=eps)
     return Normalize.apply(x, mean, var, axes=axes, eps=eps)
