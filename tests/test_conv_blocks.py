@@ -34,6 +34,21 @@ def test_the_cpu_backend_registers_the_blocked_kernel():
     assert isinstance(CPU.kernel("conv2d"), BlockedConv2d)
 
 
+def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch):
+    calls = []
+    kernel = CPU.kernel("conv2d")
+
+    class Recorder:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(kernel, name)
+
+    monkeypatch.setitem(CPU.kernels, "conv2d", Recorder())
+    x, w = mg.randn(2, 3, 6, 6, requires_grad=True), mg.randn(4, 3, 3, 3, requires_grad=True)
+    mg.ops.conv2d(x, w).sum().backward()
+    assert calls == ["forward", "input_grad", "weight_grad"]
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_blocked_conv2d_matches_torch(case, block_elements):
     x_shape, w_shape, stride, padding = CASES[case]

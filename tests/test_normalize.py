@@ -386,3 +386,47 @@ def test_fused_errors_name_the_problem():
 def test_module_exports():
     assert mg.ops.normalize is sys.modules["minigrad.ops.normalize"].normalize
     assert callable(mg.ops.fused_batch_norm) and callable(mg.ops.composed_batch_norm)
+    assert not hasattr(mg.ops, "ArrayBatchNorm")   # kernels live in the backends
+
+
+class _Recorder:
+    """A kernel that records which of its methods the ops call, then runs the real one."""
+
+    def __init__(self, kernel, calls):
+        self.kernel, self.calls = kernel, calls
+
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self.kernel, name)
+
+
+def test_normalize_and_the_fused_op_ask_the_backend_for_its_kernel(monkeypatch):
+    cpu = mg.get_backend("cpu")
+    calls = []
+    monkeypatch.setitem(cpu.kernels, "batch_norm", _Recorder(cpu.kernel("batch_norm"), calls))
+    x, g, gamma, beta = _batch_norm_inputs((4, 3, 5), 1, "affine")
+    mg.ops.normalize(mg.tensor(x), (0, 2))
+    assert calls == ["moments", "standardize"]
+    calls.clear()
+    xt = leaf(x)
+    mg.ops.fused_batch_norm(xt, mg.tensor(gamma), mg.tensor(beta))[0].backward(mg.tensor(g))
+    assert calls == ["forward_train", "backward"]
+
+
+def test_the_cuda_kernel_object_serves_normalize_with_the_array_code():
+    """CudaBatchNorm's moments/standardize (no CUDA launch: `launch` is never called) are the
+    whole-array ArrayBatchNorm's, run here on NumPy."""
+    from minigrad.backends.cuda_batch_norm import CudaBatchNorm
+
+    cuda_like = CudaBatchNorm(np, launch=None, target_blocks=1)
+    whole = ArrayBatchNorm(np, None)
+    x = _batch_norm_inputs((6, 3, 4, 5), 1, "affine")[0]
+    for axes in ((0, 2, 3), (1, 2, 3), (0,)):
+        mean, var = cuda_like.moments(x, axes)
+        expect_mean, expect_var = whole.moments(x, axes)
+        np.testing.assert_array_equal(mean, expect_mean)
+        np.testing.assert_array_equal(var, expect_var)
+        rstd = 1 / np.sqrt(var + 1e-5)
+        np.testing.assert_array_equal(cuda_like.standardize(x, mean, rstd, axes),
+                                      whole.standardize(x, mean, rstd, axes))
+        np.testing.assert_allclose(mean, x.mean(axis=axes, keepdims=True), rtol=1e-5, atol=1e-6)
