@@ -5,6 +5,7 @@ Imported only when a tensor asks for device "cuda" (backends/__init__.py first c
 imports and sees a GPU, and says which is missing), so minigrad never needs CuPy otherwise.
 """
 import cupy
+import cupyx.scipy.special
 
 from .array_conv import ArrayConv2d
 from .base import Backend
@@ -20,6 +21,7 @@ class CupyBackend(Backend):
         super().__init__()
         self.kernels["batch_norm"] = CudaBatchNorm.for_cupy(cupy)
         self.kernels["conv2d"] = ArrayConv2d(cupy)
+        self.kernels["erf"] = cupyx.scipy.special.erf
 
     def to_numpy(self, array):
         return array.get()

@@ -1,6 +1,7 @@
 """Neural-network building blocks: `Module`, `Parameter`, layers, `init` and `functional` (F)."""
 from . import caffe, functional, init, utils
-from .activation import LogSoftmax, ReLU, Sigmoid, Tanh
+from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU, ReLU6, SiLU,
+                         Sigmoid, Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import Sequential
 from .conv import Conv2d

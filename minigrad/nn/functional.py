@@ -7,7 +7,7 @@ from .. import ops
 from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
-from ..ops import avg_pool2d, conv2d, cross_entropy, max_pool2d, relu, sigmoid, tanh  # noqa: F401
+from ..ops import avg_pool2d, conv2d, cross_entropy, max_pool2d, sigmoid, tanh  # noqa: F401
 from ..tensor import Tensor
 
 
@@ -45,6 +45,51 @@ def dropout(input, p=0.5, training=True):
 def log_softmax(input, dim=-1):
     """log(softmax(input)) along `dim`, computed stably."""
     return ops.log_softmax(input, axis=dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Activations. `inplace=True` is accepted as in PyTorch, for the memory it saves there; minigrad
+# always returns a new tensor and leaves `input` as it was (docs/coming-from-pytorch.md).
+
+def softmax(input, dim=-1):
+    """exp(input) / sum(exp(input)) along `dim`."""
+    return ops.softmax(input, axis=dim)
+
+
+def relu(input, inplace=False):
+    return ops.relu(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return ops.leaky_relu(input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return ops.elu(input, alpha)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return ops.hardtanh(input, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    return ops.relu6(input)
+
+
+def silu(input, inplace=False):
+    return ops.silu(input)
+
+
+def mish(input, inplace=False):
+    return ops.mish(input)
+
+
+def gelu(input, approximate="none"):
+    return ops.gelu(input, approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return ops.softplus(input, beta, threshold)
 
 
 # ---------------------------------------------------------------------------------------------

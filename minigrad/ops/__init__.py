@@ -5,12 +5,60 @@ subclass `Op` with `forward` (array code on `ctx.xp`) and `backward` (tensor cod
 with `.apply` (docs/new-op.md).
 """
 from ._shapes import unbroadcast
+from .activation import (
+                         Elu,
+                         Gelu,
+                         Hardtanh,
+                         LeakyRelu,
+                         Mish,
+                         Silu,
+                         Softmax,
+                         Softplus,
+                         elu,
+                         gelu,
+                         hardtanh,
+                         leaky_relu,
+                         mish,
+                         relu6,
+                         silu,
+                         softmax,
+                         softplus,
+)
 from .base import Op
 from .conv import Conv2d, conv2d
 from .device import ToDevice, to_device
-from .elementwise import (Add, Cast, Div, Exp, Log, Maximum, Mul, Neg, Pow, Relu, Sigmoid, Sqrt,
-                          Sub, Tanh, Where, add, cast, div, exp, log, maximum, mul, neg, pow, relu,
-                          sigmoid, sqrt, sub, tanh, where)
+from .elementwise import (
+                         Add,
+                         Cast,
+                         Div,
+                         Exp,
+                         Log,
+                         Maximum,
+                         Mul,
+                         Neg,
+                         Pow,
+                         Relu,
+                         Sigmoid,
+                         Sqrt,
+                         Sub,
+                         Tanh,
+                         Where,
+                         add,
+                         cast,
+                         div,
+                         exp,
+                         log,
+                         maximum,
+                         mul,
+                         neg,
+                         pow,
+                         relu,
+                         sigmoid,
+                         sqrt,
+                         sub,
+                         tanh,
+                         where,
+)
 from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_norm
 from .indexing import GetItem, IndexAdd, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
@@ -20,4 +68,5 @@ from .normalize import Normalize, normalize
 from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 from .reduction import Max, Mean, Sum, Var, max, mean, sum, var
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
+from .special import Erf, erf
 from .window import Fold, Unfold

@@ -1,0 +1,27 @@
+"""Special functions: erf, through the backend's "erf" kernel (NumPy has none)."""
+import math
+
+from .base import Op
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+class Erf(Op):
+    """erf(x) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt;  dx = g * 2/sqrt(pi) * exp(-x^2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype.kind != "f":
+            raise TypeError(f"erf: expected a floating tensor, got dtype {x.dtype} "
+                            f"(shape {x.shape})")
+        ctx.save(x)
+        return ctx.backend.kernel("erf")(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved
+        return g * ((-(x * x)).exp() * _TWO_OVER_SQRT_PI)
+
+
+def erf(x):
+    return Erf.apply(x)
