@@ -8,6 +8,8 @@ from .conv import Conv2d
 from .dropout import Dropout
 from .flatten import Flatten
 from .linear import Identity, Linear
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
+                   MSELoss, NLLLoss, SmoothL1Loss)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import GroupNorm, InstanceNorm2d, LayerNorm, RegionBatchNorm2d
 from .pooling import AvgPool2d, MaxPool2d

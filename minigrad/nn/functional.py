@@ -7,8 +7,11 @@ from .. import ops
 from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
-from ..ops import avg_pool2d, conv2d, cross_entropy, max_pool2d, sigmoid, tanh  # noqa: F401
+from ..ops import avg_pool2d, conv2d, max_pool2d, sigmoid, tanh  # noqa: F401
 from ..tensor import Tensor
+from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+                             cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
+                             smooth_l1_loss)
 
 
 def linear(input, weight, bias=None):

@@ -63,7 +63,7 @@ from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_n
 from .indexing import GetItem, IndexAdd, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
 from .linalg import MatMul, matmul
-from .loss import CrossEntropy, LogSoftmax, cross_entropy, log_softmax
+from .loss import CrossEntropy, LogSoftmax, cross_entropy, log_softmax, nll_loss
 from .normalize import Normalize, normalize
 from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 from .reduction import Max, Mean, Sum, Var, max, mean, sum, var

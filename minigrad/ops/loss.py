@@ -1,9 +1,20 @@
-"""log_softmax and cross_entropy.
+"""log_softmax and the classification losses on it: cross_entropy and nll_loss.
 
 log_softmax(x)_i = x_i - log sum_j exp(x_j), computed as (x - m) - log sum_j exp(x_j - m) with
 m = max_j x_j, so no exp overflows.
+
+Both losses are one formula over a target-weight matrix q (M, C), M rows of C classes:
+
+    loss_m = -sum_c q_mc * logp_mc          (logp = log_softmax(logits) for cross_entropy,
+                                             the given log-probabilities for nll_loss)
+
+Class-index targets give q = w[t_m] * onehot(t_m) (a row of zeros where t_m == ignore_index),
+label smoothing eps mixes in eps / C * w, and probability targets are q itself (times w). The
+"mean" reduction divides by sum_m w[t_m] over the rows not ignored (PyTorch's weighted mean),
+or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
+from ..tensor import Tensor
 from ._shapes import normalize_axes
 from .base import Op
 
@@ -30,68 +41,215 @@ class LogSoftmax(Op):
         return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
 
 
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_targets(logits, target):
-    """A clear error unless `target` holds one valid class index per row of `logits`."""
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must be 2-D (N, C), got shape {logits.shape}")
-    if target.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype "
-                        f"{target.dtype} (logits of shape {logits.shape})")
-    if target.shape != logits.shape[:1]:
-        raise ValueError(f"cross_entropy: target of shape {target.shape} does not fit logits of "
-                         f"shape {logits.shape}: expected ({logits.shape[0]},)")
-    if target.size and (int(target.min()) < 0 or int(target.max()) >= logits.shape[1]):
-        bad = target[(target < 0) | (target >= logits.shape[1])]
-        raise ValueError(f"cross_entropy: target holds class index {int(bad[0])}, outside "
-                         f"[0, {logits.shape[1]}) for logits of shape {logits.shape}")
-
-
-class CrossEntropy(Op):
-    """loss_n = -log_softmax(logits)[n, target_n], averaged ("mean"), summed ("sum") or kept
-    ("none");  dlogits = (softmax(logits) - onehot(target)) * g, divided by N for "mean"."""
-
-    @staticmethod
-    def forward(ctx, logits, target, reduction="mean"):
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, "
-                             f"got {reduction!r}")
-        xp = ctx.xp
-        _check_targets(logits, target)
-        log_probs = _log_softmax(xp, logits, 1)
-        losses = -xp.take_along_axis(log_probs, target[:, None], axis=1)[:, 0]
-        ctx.reduction = reduction
-        ctx.save(logits, target, log_probs)
-        if reduction == "none":
-            return losses
-        # a 0-d array, not a NumPy scalar
-        return xp.asarray(losses.mean() if reduction == "mean" else losses.sum())
-
-    @staticmethod
-    def backward(ctx, g):
-        logits, target, log_probs = ctx.saved
-        if autograd.is_grad_enabled() and logits.requires_grad:
-            # create_graph: the softmax must depend on the logits through the graph.
-            log_probs = LogSoftmax.apply(logits, axis=1)
-        xp, (n, classes) = ctx.xp, logits.shape
-        onehot = (xp.arange(classes) == target.data[:, None]).astype(logits.dtype)
-        if ctx.reduction == "none":
-            scale = g.reshape((n, 1))
-        elif ctx.reduction == "mean":
-            scale = g * (1.0 / n)
-        else:
-            scale = g
-        return (log_probs.exp() - onehot) * scale, None
-
-
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably."""
     return LogSoftmax.apply(x, axis=axis)
 
 
-def cross_entropy(logits, target, reduction="mean"):
-    """Cross-entropy of `logits` (N, C) against integer class indices `target` (N,) (a tensor,
-    an array or a list), as torch.nn.functional.cross_entropy."""
-    return CrossEntropy.apply(logits, target, reduction=reduction)
+class CrossEntropy(Op):
+    """loss_m = -sum_c q_mc log_softmax(logits)_mc for logits and target weights q, both (M, C),
+    then summed, or summed and divided by `divisor` ("mean"), or kept ("none");
+    dlogits = s_m * (softmax_m * sum_c q_mc - q_m),  dq = -s_m * log_softmax_m, where s_m is
+    the gradient reaching loss_m (g, or g / divisor). `unit_rows` says that every row of q
+    sums to 1 (plain class indices), so the product with sum_c q_mc is skipped."""
+
+    @staticmethod
+    def forward(ctx, logits, q, reduction, divisor, unit_rows=False):
+        log_probs = _log_softmax(ctx.xp, logits, 1)
+        ctx.reduction, ctx.divisor = reduction, divisor
+        ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
+        ctx.save(logits, q, log_probs)
+        losses = -(q * log_probs).sum(axis=1)
+        if reduction == "none":
+            return losses
+        return losses.sum() / divisor if reduction == "mean" else losses.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        logits, q, log_probs = ctx.saved
+        if autograd.is_grad_enabled() and logits.requires_grad:
+            # create_graph: the softmax must depend on the logits through the graph.
+            log_probs = LogSoftmax.apply(logits, axis=1)
+        if ctx.reduction == "none":
+            scale = g.reshape((g.shape[0], 1))
+        else:
+            scale = g / ctx.divisor if ctx.reduction == "mean" else g
+        need_logits, need_q = ctx.needs_input_grad
+        probs = log_probs.exp()
+        if need_q:   # q is a tensor input: its row sums must be differentiated too
+            probs = probs * q.sum(axis=1, keepdims=True)
+        elif ctx.q_total is not None:
+            probs = probs * ctx.q_total
+        dlogits = (probs - q) * scale if need_logits else None
+        return dlogits, -log_probs * scale if need_q else None
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(op, reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _classes_last(op, x):
+    """x (N, C, d1, ...) as (M, C) with the classes last, M = N * d1 * ...; (C,) as (1, C)."""
+    if x.ndim == 0:
+        raise ValueError(f"{op}: input must have a class axis: (C,), (N, C) or (N, C, d1, ...), "
+                         "got a 0-d tensor")
+    if x.ndim <= 2:
+        return x if x.ndim == 2 else x.reshape((1, x.shape[0]))
+    return x.permute((0,) + tuple(range(2, x.ndim)) + (1,)).reshape((-1, x.shape[1]))
+
+
+def _batch_shape(shape):
+    """The shape of per-sample losses for input `shape`: the input without its class axis."""
+    return () if len(shape) == 1 else shape[:1] + shape[2:]
+
+
+def _as_tensor(op, name, value, like):
+    """`value` (a tensor, an array or a list) as a tensor on the device of `like`."""
+    if isinstance(value, Tensor):
+        return value
+    try:
+        return Tensor(value, device=like.device)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{op}: {name} must be a tensor, an array or a list, got "
+                        f"{type(value).__name__} ({error})") from None
+
+
+def _check_weight(op, weight, classes, like):
+    weight = _as_tensor(op, "weight", weight, like)
+    if weight.shape != (classes,):
+        raise ValueError(f"{op}: weight must have one entry per class, shape ({classes},), got "
+                         f"{weight.shape}")
+    return weight
+
+
+def _index_targets(op, input, target, weight, ignore_index):
+    """(q, kept, total): the one-hot rows of class-index `target` scaled by the class weights
+    (zero rows where the target is ignore_index), which rows are kept, and the sum of the kept
+    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
+    xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
+    target = _as_tensor(op, "target", target, input).data
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{op}: target must hold integer class indices, got dtype "
+                        f"{target.dtype} (input of shape {input.shape}); probability targets "
+                        "must have the input's shape and a floating dtype")
+    if target.shape != _batch_shape(input.shape):
+        raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
+                         f"{input.shape}: expected {_batch_shape(input.shape)}")
+    flat = target.reshape(-1)
+    kept = flat != ignore_index
+    bad = kept & ((flat < 0) | (flat >= classes))
+    if bad.any():
+        raise ValueError(f"{op}: target holds class index {int(flat[bad][0])}, outside "
+                         f"[0, {classes}) for input of shape {input.shape}")
+    onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
+    q = onehot.astype(input.dtype)
+    if weight is not None:
+        q *= weight.data.astype(input.dtype, copy=False)
+    return q, kept, xp.asarray(q.sum())
+
+
+def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross-entropy of `input` logits (N, C), (N, C, d1, ...) or (C,) against class indices
+    (integer `target` of the input's shape without C) or class probabilities (floating `target`
+    of the input's shape), as torch.nn.functional.cross_entropy; see the module docstring."""
+    op = "cross_entropy"
+    _check_reduction(op, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be between 0 and 1, got {label_smoothing}")
+    logits = _classes_last(op, input)
+    classes = logits.shape[1]
+    weight = None if weight is None else _check_weight(op, weight, classes, input)
+    target = _as_tensor(op, "target", target, input)
+    if target.dtype.kind == "f":   # class probabilities
+        if target.shape != input.shape:
+            raise ValueError(f"{op}: probability targets must have the input's shape "
+                             f"{input.shape}, got {target.shape}")
+        q = _classes_last(op, target)
+        if label_smoothing:
+            q = q * (1.0 - label_smoothing) + label_smoothing / classes
+        q = q if weight is None else q * weight
+        divisor, unit_rows = float(logits.shape[0]), False
+    else:
+        q, kept, total = _index_targets(op, input, target, weight, ignore_index)
+        unit_rows = weight is None and bool(kept.all())   # smoothing keeps the rows' sums at 1
+        if label_smoothing:
+            smooth = kept[:, None] * (1.0 if weight is None
+                                      else weight.data.astype(q.dtype, copy=False))
+            q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
+        divisor = total.astype(q.dtype, copy=False)
+        q = Tensor.from_array(q, input.backend)
+    loss = CrossEntropy.apply(logits, q, reduction=reduction, divisor=divisor,
+                              unit_rows=unit_rows)
+    return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
+
+
+def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of log-probabilities `input` ((N, C), (N, C, d1, ...) or (C,))
+    at the class indices `target`: loss = -w[t] * input[t], as torch.nn.functional.nll_loss."""
+    op = "nll_loss"
+    _check_reduction(op, reduction)
+    log_probs = _classes_last(op, input)
+    weight = None if weight is None else _check_weight(op, weight, log_probs.shape[1], input)
+    q, _, total = _index_targets(op, input, target, weight, ignore_index)
+    losses = -(log_probs * Tensor.from_array(q, input.backend)).sum(axis=1)
+    if reduction == "none":
+        return losses.reshape(_batch_shape(input.shape))
+    return losses.sum() / Tensor.from_array(total, input.backend) if reduction == "mean" \
+        else losses.sum()
+
+
+_LOG_FLOOR = -100.0   # PyTorch clamps the logs of binary_cross_entropy here, so 0 and 1 stay finite
+_BCE_EPSILON = 1e-12  # ... and the denominator of its gradient here
+
+
+class BinaryCrossEntropy(Op):
+    """loss = -(t * max(log p, -100) + (1 - t) * max(log(1 - p), -100)) for probabilities p;
+    dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100))."""
+
+    @classmethod
+    def name(cls):
+        return "binary_cross_entropy"
+
+    @staticmethod
+    def forward(ctx, p, t):
+        xp = ctx.xp
+        if p.shape != t.shape:
+            raise ValueError(f"binary_cross_entropy: target of shape {t.shape} does not match "
+                             f"input of shape {p.shape}")
+        if p.size and (float(p.min()) < 0 or float(p.max()) > 1):
+            raise ValueError("binary_cross_entropy: all elements of input must be between 0 "
+                             f"and 1 (probabilities), got values in [{float(p.min())}, "
+                             f"{float(p.max())}]")
+        with xp.errstate(divide="ignore"):   # log(0) = -inf, floored next
+            log_p = xp.maximum(xp.log(p), _LOG_FLOOR)
+            log_q = xp.maximum(xp.log1p(-p), _LOG_FLOOR)
+        ctx.save(p, t)
+        return -(t * log_p + (1 - t) * log_q)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, t = ctx.saved
+        need_p, need_t = ctx.needs_input_grad
+        dp = g * (p - t) / ((p * (1.0 - p)).maximum(_BCE_EPSILON)) if need_p else None
+        dt = None
+        if need_t:
+            dt = g * ((1.0 - p).log().maximum(_LOG_FLOOR) - p.log().maximum(_LOG_FLOOR))
+        return dp, dt
+
+
+def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):
+    """-w * (t log p + (1 - t) log(1 - p)) with the logs floored at -100, as
+    torch.nn.functional.binary_cross_entropy."""
+    _check_reduction("binary_cross_entropy", reduction)
+    target = _as_tensor("binary_cross_entropy", "target", target, input)
+    losses = BinaryCrossEntropy.apply(input, target)
+    if weight is not None:
+        losses = losses * _as_tensor("binary_cross_entropy", "weight", weight, input)
+    if reduction == "none":
+        return losses
+    return losses.mean() if reduction == "mean" else losses.sum()
