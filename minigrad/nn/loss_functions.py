@@ -4,7 +4,9 @@ primitives), with PyTorch's names, arguments and reductions. Re-exported by nn.f
 Options after `target` (after `weight` where there is one) are keyword-only, as PyTorch's are in
 effect: its deprecated size_average/reduce stand in those positions, so a positional reduction
 would bind to the wrong parameter there. (huber_loss has no such legacy and keeps PyTorch's
-positional order.) Unlike PyTorch, which broadcasts an input and a target of different shapes with a warning,
+positional order.)
+
+Unlike PyTorch, which broadcasts an input and a target of different shapes with a warning,
 minigrad raises: a (N,) target against a (N, 1) input silently averages N*N differences.
 """
 from .. import ops
