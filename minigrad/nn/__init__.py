@@ -6,10 +6,13 @@ from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import Sequential
 from .conv import Conv2d
 from .dropout import Dropout
+from .embedding import Embedding
 from .flatten import Flatten
 from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
                    MSELoss, NLLLoss, SmoothL1Loss)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
-from .normalization import GroupNorm, InstanceNorm2d, LayerNorm, RegionBatchNorm2d
+from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm,
+                            RegionBatchNorm2d, RMSNorm)
 from .pooling import AvgPool2d, MaxPool2d
+from .upsampling import Upsample

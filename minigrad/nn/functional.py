@@ -9,6 +9,7 @@ from ..creation import generator
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import avg_pool2d, conv2d, max_pool2d, sigmoid, tanh  # noqa: F401
 from ..tensor import Tensor
+from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                              cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                              smooth_l1_loss)
@@ -18,6 +19,51 @@ def linear(input, weight, bias=None):
     """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
+
+
+def check_embedding_options(max_norm, scale_grad_by_freq, sparse):
+    """A clear error for the embedding options minigrad does not implement."""
+    for name, value, off in (("max_norm", max_norm, None),
+                             ("scale_grad_by_freq", scale_grad_by_freq, False),
+                             ("sparse", sparse, False)):
+        if value != off:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported by minigrad "
+                                      f"(leave it at {off!r})")
+
+
+def embedding_padding_index(padding_idx, num_embeddings):
+    """padding_idx as a row index in [0, num_embeddings) (negative counts from the end)."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"embedding: padding_idx {padding_idx} is outside the "
+                         f"{num_embeddings} rows of the table")
+    return padding_idx % num_embeddings
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """weight[input]: the rows of the (num_embeddings, dim) table at the integer indices
+    `input`; the gradient is scattered back to those rows (summed over repeats), and the row
+    `padding_idx` gets none."""
+    check_embedding_options(max_norm, scale_grad_by_freq, sparse)
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be a 2-D table (num_embeddings, dim), got "
+                         f"shape {weight.shape}")
+    indices = input if isinstance(input, Tensor) else Tensor(input, device=weight.device)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype} "
+                        f"(shape {indices.shape})")
+    rows = weight.shape[0]
+    if indices.numel() and (int(indices.data.min()) < -rows or int(indices.data.max()) >= rows):
+        raise IndexError(f"embedding: an index is outside the {rows} rows of the table "
+                         f"(indices in [{int(indices.data.min())}, {int(indices.data.max())}])")
+    padding_idx = embedding_padding_index(padding_idx, rows)
+    if padding_idx is not None:   # the padding row is read as a constant: no gradient
+        keep = (indices.data % rows != padding_idx)[..., None]
+        out = ops.getitem(weight, indices)
+        return ops.where(keep, out, ops.getitem(weight.detach(), indices))
+    return ops.getitem(weight, indices)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -204,6 +250,22 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if weight is not None:
         y = ops.mul(y, weight)
     return y if bias is None else ops.add(y, bias)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """y = input / sqrt(mean(input^2 over the last len(normalized_shape) axes) + eps) * weight,
+    with eps=None the machine epsilon of the input's dtype (as PyTorch)."""
+    normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                        else tuple(normalized_shape))
+    count = len(normalized_shape)
+    if input.shape[input.ndim - count:] != normalized_shape or count == 0:
+        raise ValueError(f"rms_norm: the input's last axes {input.shape} do not match "
+                         f"normalized_shape {normalized_shape}")
+    if eps is None:
+        eps = float(numpy.finfo(input.dtype).eps)
+    axes = tuple(range(input.ndim - count, input.ndim))
+    y = input * ((input * input).mean(axis=axes, keepdims=True) + eps) ** -0.5
+    return y if weight is None else ops.mul(y, weight)
 
 
 def _affine_channels(y, weight, bias):

@@ -2,7 +2,8 @@
 
     LayerNorm          normalize each sample over its last axes            (PyTorch's LayerNorm)
     GroupNorm          reshape (N, C, *) -> (N, G, rest), normalize over rest
-    InstanceNorm2d     normalize each sample's channel over (H, W)
+    InstanceNorm1d/2d/3d  normalize each sample's channel over its positions (L / H, W / D, H, W)
+    RMSNorm            divide each sample by the root mean square over its last axes
     RegionBatchNorm2d  batch norm with statistics per horizontal region and one shared
                        weight/bias: (N, C, H, W) -> (N, C, R, H/R, W), normalize over (0, 3, 4)
 """
@@ -60,11 +61,14 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class InstanceNorm2d(Module):
-    """Normalize each channel of each sample over (H, W) (PyTorch's InstanceNorm2d: no affine and
-    no running statistics by default). With track_running_stats, training moves the running
-    buffers towards the batch mean of the per-sample statistics,
-    running = (1 - momentum) * running + momentum * batch, and evaluation uses them."""
+class _InstanceNorm(Module):
+    """Normalize each channel of each sample over its positions (PyTorch's InstanceNorm*d: no
+    affine and no running statistics by default). With track_running_stats, training moves the
+    running buffers towards the batch mean of the per-sample statistics,
+    running = (1 - momentum) * running + momentum * batch, and evaluation uses them.
+    Subclasses set `_spatial`, the number of position axes."""
+
+    _spatial = None
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
                  track_running_stats=False, device=None, dtype=None):
@@ -84,12 +88,14 @@ class InstanceNorm2d(Module):
                 self.register_buffer(name, None)
 
     def forward(self, input):
-        if input.ndim == 3:   # one unbatched (C, H, W) sample
+        batched = self._spatial + 2
+        if input.ndim == batched - 1:   # one unbatched (C, *positions) sample
             return ops.reshape(self.forward(ops.reshape(input, (1,) + input.shape)), input.shape)
-        if input.ndim != 4 or input.shape[1] != self.num_features:
-            raise ValueError(f"InstanceNorm2d({self.num_features}): expected (N, "
-                             f"{self.num_features}, H, W) or ({self.num_features}, H, W) input, "
-                             f"got shape {input.shape}")
+        if input.ndim != batched or input.shape[1] != self.num_features:
+            name = f"{type(self).__name__}({self.num_features})"
+            raise ValueError(f"{name}: expected (N, {self.num_features}, *positions) or "
+                             f"({self.num_features}, *positions) input with {self._spatial} "
+                             f"position axes, got shape {input.shape}")
         use_input_stats = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             self.num_batches_tracked.data[...] += 1
@@ -100,6 +106,44 @@ class InstanceNorm2d(Module):
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of (N, C, L) input over L."""
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of (N, C, H, W) input over (H, W)."""
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm of (N, C, D, H, W) input over (D, H, W)."""
+
+    _spatial = 3
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2 over the last len(normalized_shape) axes) + eps) * weight
+    (PyTorch's RMSNorm; eps=None means the machine epsilon of the input's dtype)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                                 else tuple(normalized_shape))
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, False, device, dtype)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class RegionBatchNorm2d(_BatchNorm):
