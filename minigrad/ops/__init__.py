@@ -64,8 +64,50 @@ from .indexing import GetItem, IndexAdd, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
 from .linalg import MatMul, matmul
 from .loss import CrossEntropy, LogSoftmax, cross_entropy, log_softmax, nll_loss
+from .math import (
+                         Ceil,
+                         Cos,
+                         Cumprod,
+                         Cumsum,
+                         Floor,
+                         Remainder,
+                         Round,
+                         Sign,
+                         Sin,
+                         VectorNorm2,
+                         ceil,
+                         cos,
+                         cumprod,
+                         cumsum,
+                         floor,
+                         norm,
+                         remainder,
+                         round,
+                         sign,
+                         sin,
+)
 from .normalize import Normalize, normalize
+from .ordering import PutAlongAxis, TakeAlongAxis, argsort, sort, topk
 from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
+from .rearrange import (
+                         Clone,
+                         Diagonal,
+                         DiagonalScatter,
+                         Flip,
+                         Roll,
+                         chunk,
+                         clone,
+                         diagonal,
+                         flip,
+                         repeat,
+                         roll,
+                         split,
+                         squeeze,
+                         tile,
+                         tril,
+                         triu,
+                         unsqueeze,
+)
 from .reduction import Max, Mean, Sum, Var, max, mean, sum, var
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
 from .special import Erf, erf

@@ -1,0 +1,223 @@
+"""More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
+cumsum, cumprod, remainder, and the vector norm."""
+from ._shapes import kept_shape, normalize_axes, unbroadcast
+from .base import Op
+from .elementwise import where
+from .join import concatenate
+from .rearrange import flip
+from .reduction import max as max_
+from .reduction import sum as sum_
+
+
+def _check_floating(op, x):
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} "
+                        f"(shape {x.shape})")
+
+
+class Sin(Op):
+    """sin(x);  dx = g * cos(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        _check_floating("sin", x)
+        ctx.save(x)
+        return ctx.xp.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved
+        return g * cos(x)
+
+
+def sin(x):
+    return Sin.apply(x)
+
+
+class Cos(Op):
+    """cos(x);  dx = -g * sin(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        _check_floating("cos", x)
+        ctx.save(x)
+        return ctx.xp.cos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved
+        return -g * sin(x)
+
+
+def cos(x):
+    return Cos.apply(x)
+
+
+class _Step(Op):
+    """A piecewise-constant function: its derivative is 0 wherever it exists (PyTorch's
+    gradient for sign, floor, ceil and round)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0.0
+
+
+class Sign(_Step):
+    """sign(x) in {-1, 0, 1};  dx = 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.xp.sign(x)
+
+
+class Floor(_Step):
+    """floor(x);  dx = 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.xp.floor(x)
+
+
+class Ceil(_Step):
+    """ceil(x);  dx = 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.xp.ceil(x)
+
+
+class Round(_Step):
+    """x rounded to `decimals` places, halves to even (as PyTorch);  dx = 0."""
+
+    @staticmethod
+    def forward(ctx, x, decimals=0):
+        return ctx.xp.round(x, decimals)
+
+
+def sign(x):
+    return Sign.apply(x)
+
+
+def floor(x):
+    return Floor.apply(x)
+
+
+def ceil(x):
+    return Ceil.apply(x)
+
+
+def round(x, decimals=0):
+    return Round.apply(x, decimals=decimals)
+
+
+def _scan_axis(op, x, dim):
+    if dim is None:
+        raise TypeError(f"{op}: dim is required (got None) for the tensor of shape {x.shape}")
+    return normalize_axes(op, dim, x.ndim)[0] if x.ndim else 0
+
+
+class Cumsum(Op):
+    """y_j = sum_{k <= j} x_k along `axis`;  dx_i = sum_{j >= i} g_j (a reversed cumsum)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        return ctx.xp.cumsum(x, axis=axis, dtype=x.dtype if x.dtype.kind == "f" else None)
+
+    @staticmethod
+    def backward(ctx, g):
+        return flip(Cumsum.apply(flip(g, ctx.axis), axis=ctx.axis), ctx.axis)
+
+
+def cumsum(x, dim):
+    return Cumsum.apply(x, axis=_scan_axis("cumsum", x, dim) if x.ndim else None)
+
+
+class Cumprod(Op):
+    """y_j = prod_{k <= j} x_k along `axis`;  dx_i = e_i * r_i with e_i = prod_{k < i} x_k and
+    r_i = g_i + x_{i+1} r_{i+1} (so zeros in x need no division)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        _check_floating("cumprod", x)
+        ctx.axis = axis
+        y = ctx.xp.cumprod(x, axis=axis)
+        ctx.save(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved
+        axis, length = ctx.axis, x.shape[ctx.axis]
+
+        def at(t, i):
+            return t[(slice(None),) * axis + (slice(i, i + 1),)]
+
+        exclusive = concatenate([at(y, 0) * 0 + 1] + [at(y, i) for i in range(length - 1)],
+                                axis)
+        r = [at(g, length - 1)]
+        for i in range(length - 2, -1, -1):   # the reverse recurrence, last position first
+            r.append(at(g, i) + at(x, i + 1) * r[-1])
+        return exclusive * concatenate(r[::-1], axis)
+
+
+def cumprod(x, dim):
+    return Cumprod.apply(x, axis=_scan_axis("cumprod", x, dim) if x.ndim else None)
+
+
+class Remainder(Op):
+    """a - floor(a / b) * b, with the sign of b (Python's % and PyTorch's remainder);
+    da = g, db = -g * floor(a / b)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save(a, b)
+        return ctx.xp.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved
+        need_a, need_b = ctx.needs_input_grad
+        return (unbroadcast(g, a.shape) if need_a else None,
+                unbroadcast(-g * floor(a / b), b.shape) if need_b else None)
+
+
+def remainder(a, b):
+    return Remainder.apply(a, b)
+
+
+class VectorNorm2(Op):
+    """sqrt(sum x^2) over `axes`;  dx = g * x / norm, and 0 where the norm is 0 (PyTorch's
+    subgradient)."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdims):
+        _check_floating("norm", x)
+        ctx.kept = kept_shape(x.shape, axes)
+        # an array even for a full reduction (NumPy gives a scalar): saved as the output itself,
+        # so a second derivative sees the norm move
+        out = ctx.xp.asarray(ctx.xp.sqrt((x * x).sum(axis=axes, keepdims=keepdims)))
+        ctx.save(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, norm = ctx.saved
+        g, norm = g.reshape(ctx.kept), norm.reshape(ctx.kept)
+        zero = (norm == 0).data
+        return where(zero, 0.0, g * x / where(zero, 1.0, norm))
+
+
+def norm(x, p="fro", dim=None, keepdim=False):
+    """The vector p-norm of x over `dim` (all axes by default): "fro" or 2, 1, inf, -inf, or any
+    number p > 0 as (sum |x|^p)^(1/p)."""
+    axes = normalize_axes("norm", dim, x.ndim)
+    if p in ("fro", 2):
+        return VectorNorm2.apply(x, axes=axes, keepdims=keepdim)
+    if p == float("inf"):
+        return max_(x.abs(), axes, keepdim)
+    if p == float("-inf"):
+        return -max_(-x.abs(), axes, keepdim)
+    if isinstance(p, (int, float)) and p > 0:
+        return sum_(x.abs() ** p, axes, keepdim) ** (1.0 / p)
+    raise ValueError(f"norm: p must be 'fro', inf, -inf or a number > 0, got {p!r}")

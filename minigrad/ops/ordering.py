@@ -1,0 +1,86 @@
+"""Sorting: sort, argsort and topk, through a gather along an axis and its adjoint scatter.
+
+The sorted values are x gathered at the sorting indices (TakeAlongAxis); the gradient goes back
+to the places they were taken from (PutAlongAxis, a scatter-add). The indices are constants.
+"""
+from ..tensor import Tensor
+from ._shapes import normalize_axes
+from .base import Op
+
+
+class TakeAlongAxis(Op):
+    """out = x gathered at integer `indices` along `axis` (numpy.take_along_axis);
+    dx = g scattered back, summed where an index repeats (PutAlongAxis)."""
+
+    @staticmethod
+    def forward(ctx, x, indices, axis):
+        ctx.in_shape, ctx.indices, ctx.axis = x.shape, indices, axis
+        return ctx.xp.take_along_axis(x, indices, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        return PutAlongAxis.apply(g, shape=ctx.in_shape, indices=ctx.indices, axis=ctx.axis)
+
+
+class PutAlongAxis(Op):
+    """zeros(shape) with g added at integer `indices` along `axis`;  dg = gg gathered there."""
+
+    @staticmethod
+    def forward(ctx, g, shape, indices, axis):
+        xp = ctx.xp
+        ctx.indices, ctx.axis = indices, axis
+        out = xp.zeros(shape, dtype=g.dtype)
+        # the full advanced index of every entry of `indices`, so repeats accumulate (add.at)
+        grid = list(xp.indices(indices.shape, sparse=True))
+        grid[axis] = indices
+        xp.add.at(out, tuple(grid), g)
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return TakeAlongAxis.apply(gg, indices=ctx.indices, axis=ctx.axis)
+
+
+def _sorting_indices(xp, x, axis, descending):
+    """Stable argsort along `axis`; descending keeps equal elements in their original order
+    (sort the reversed axis ascending, reverse the result, and map the positions back)."""
+    if not descending:
+        return xp.argsort(x, axis=axis, kind="stable")
+    length = x.shape[axis]
+    reverse = xp.flip(xp.argsort(xp.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+    return length - 1 - reverse
+
+
+def _axis(op, dim, x):
+    return normalize_axes(op, dim, x.ndim)[0] if x.ndim else 0
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    """(values, indices) of x sorted along `dim` (stably, whatever `stable` says; NaN sorts
+    last ascending, first descending, as in PyTorch)."""
+    if x.ndim == 0:
+        return x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend)
+    axis = _axis("sort", dim, x)
+    indices = _sorting_indices(x.backend.xp, x.data, axis, descending)
+    values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
+    return values, Tensor.from_array(indices, x.backend)
+
+
+def argsort(x, dim=-1, descending=False, stable=False):
+    """The indices that sort x along `dim` (a constant int64 tensor)."""
+    return sort(x, dim, descending, stable)[1]
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (or smallest) entries along `dim`, largest first."""
+    axis = _axis("topk", dim, x)
+    length = x.shape[axis] if x.ndim else 1
+    if not isinstance(k, int) or not 0 <= k <= length:
+        raise ValueError(f"topk: k={k!r} must be an int in [0, {length}] for dim {dim} of a "
+                         f"tensor of shape {x.shape}")
+    if x.ndim == 0:
+        return x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend)
+    order = _sorting_indices(x.backend.xp, x.data, axis, largest)
+    indices = order[(slice(None),) * axis + (slice(0, k),)]
+    values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
+    return values, Tensor.from_array(indices, x.backend)
