@@ -1,16 +1,14 @@
 """minigrad: a small, readable, tape-based autograd framework on NumPy (CPU) and CuPy (GPU),
 with batch normalization as separate normalize / multiply / add primitives and a fused op."""
-from . import autograd, ops
+from . import autograd, cuda, data, nn, ops, optim, viz
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, get_backend
-from .creation import (arange, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
-                       rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from .creation import (allclose, arange, empty, eye, from_numpy, full, full_like, linspace,
+                       manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
+                       randperm, tensor, zeros, zeros_like)
 from .dlpack import from_dlpack
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
-from .tensor import Tensor
-from . import viz
-from . import data
-from . import nn, optim
 from .serialization import CheckpointError, load, save
+from .tensor import Tensor
 
 __version__ = "0.1.0"

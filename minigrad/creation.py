@@ -111,3 +111,50 @@ def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=Fals
     data = backend.xp.arange(start, stop, step)
     default = {"i": "int64", "f": "float32"}.get(data.dtype.kind)
     return _made(data.astype(dtype or default, copy=False), backend, requires_grad)
+
+
+def empty(*shape, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor of `shape` (as torch.empty: fill it before reading it)."""
+    backend = get_backend(device)
+    array = backend.xp.empty(shape_from_args(shape), dtype or "float32")
+    return _made(array, backend, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """The (n, m) identity matrix (m = n by default)."""
+    backend = get_backend(device)
+    return _made(backend.xp.eye(n, m, dtype=dtype or "float32"), backend, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """`steps` evenly spaced values from start to end, both included (float32 by default)."""
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    backend = get_backend(device)
+    array = backend.xp.linspace(start, end, steps, dtype="float64")
+    return _made(array.astype(dtype or "float32"), backend, requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    """Integers drawn uniformly from [low, high) (`randint(high, size)` starts at 0), int64 by
+    default, from the seeded generator."""
+    if size is None:   # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None or high is None or high <= low:
+        raise ValueError(f"randint: expected randint(low, high, size) with low < high, got "
+                         f"low={low}, high={high}, size={size}")
+    samples = _generator.integers(low, high, shape_from_args((size,)))
+    return _random(samples, dtype or "int64", device, requires_grad)
+
+
+def randperm(n, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64 by default), from the seeded generator."""
+    return _random(_generator.permutation(n), dtype or "int64", device, requires_grad)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when |a - b| <= atol + rtol * |b| everywhere (tensors, arrays or numbers)."""
+    def host(value):
+        return value.numpy() if isinstance(value, Tensor) else numpy.asarray(value)
+
+    return bool(numpy.allclose(host(a), host(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
