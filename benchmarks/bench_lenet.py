@@ -10,14 +10,10 @@ run in alternating chunks (minigrad, PyTorch, minigrad, ...), so a change in mac
 both alike; the report gives each framework's median step time and their ratio, per-chunk ratio
 spread, the thread counts, the malloc settings and the peak memory.
 
-The malloc settings are those of the example (`tune_malloc`): glibc's mmap and trim thresholds
-raised so NumPy's large temporaries are reused instead of mapped and zeroed afresh each step.
---no-malloc-tuning leaves glibc's defaults; environment variables MALLOC_MMAP_THRESHOLD_ /
-MALLOC_TRIM_THRESHOLD_ set by the caller always win (the report says which was in force).
+Process settings come from `mg.tune_cpu`, as in the example (BLAS threads, glibc's malloc
+thresholds); --no-malloc-tuning leaves glibc's defaults. The report says what was in force.
 """
 import argparse
-import ctypes
-import glob
 import os
 import pathlib
 import resource
@@ -31,21 +27,9 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
+from mnist_lenet_bn import lenet5, sgd  # noqa: E402
+
 import minigrad as mg  # noqa: E402
-from mnist_lenet_bn import lenet5, sgd, tune_malloc  # noqa: E402
-
-
-def openblas_threads(set_to=None):
-    """NumPy's OpenBLAS thread count (after setting it to `set_to`, if given), or None when the
-    library cannot be found (NumPy built against another BLAS)."""
-    folder = pathlib.Path(np.__file__).parent.parent / "numpy.libs"
-    for path in glob.glob(str(folder / "libscipy_openblas*.so")):
-        library = ctypes.CDLL(path)
-        if set_to is not None and hasattr(library, "scipy_openblas_set_num_threads64_"):
-            library.scipy_openblas_set_num_threads64_(set_to)
-        if hasattr(library, "scipy_openblas_get_num_threads64_"):
-            return library.scipy_openblas_get_num_threads64_()
-    return None
 
 
 def stepper(model, optim, cross_entropy, as_tensor, batches, lr=0.05):
@@ -99,14 +83,11 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused")
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads for both PyTorch and NumPy's OpenBLAS (default: PyTorch's "
-                             "default, which OpenBLAS is set to as well)")
+                        help="threads for both PyTorch and minigrad's BLAS (default: PyTorch's "
+                             "default for both; minigrad's default with --no-torch)")
     parser.add_argument("--no-torch", action="store_true", help="time minigrad alone")
     parser.add_argument("--no-malloc-tuning", action="store_true")
     args = parser.parse_args(argv)
-    malloc = ({name: os.environ.get(name, "glibc default") for name in
-               ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
-              if args.no_malloc_tuning else tune_malloc())
 
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal((args.batch_size, 1, 28, 28), dtype=np.float32),
@@ -128,11 +109,12 @@ def main(argv=None):
                                       torch.nn.functional.cross_entropy, torch.from_numpy,
                                       batches)
         print(f"torch {torch.__version__}: {torch.get_num_threads()} threads")
-    print(f"numpy {np.__version__}: OpenBLAS threads {openblas_threads(threads)}; "
-          f"{os.cpu_count()} CPUs; bn={args.bn}, batch {args.batch_size}, float32")
-    print("malloc: " + ", ".join(f"{k}={v}" for k, v in malloc.items()))
+    settings = mg.tune_cpu(threads, malloc=not args.no_malloc_tuning)
+    print(f"numpy {np.__version__}; {os.cpu_count()} CPUs; bn={args.bn}, batch "
+          f"{args.batch_size}, float32")
+    print("minigrad settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
 
-    for name, step in steppers.items():
+    for step in steppers.values():
         timed(step, 0, args.warmup)
     walls = {name: [] for name in steppers}
     cpus = {name: [] for name in steppers}
@@ -156,7 +138,7 @@ def main(argv=None):
         print(f"{name:9s} median {1e3 * median:6.2f} ms/step  (min {1e3 * best:.2f}; CPU "
               f"{1e3 * cpu:.2f} ms/step over all threads; {len(walls[name])} steps)")
     if chunk_ratios:
-        ratios = [a / b for a, b in zip(summary["minigrad"], summary["pytorch"])]
+        ratios = [a / b for a, b in zip(summary["minigrad"], summary["pytorch"], strict=True)]
         print(f"ratio minigrad/pytorch {ratios[0]:.2f} (median step; per chunk "
               f"{min(chunk_ratios):.2f} .. {max(chunk_ratios):.2f}); fastest step "
               f"{ratios[1]:.2f}; CPU time {ratios[2]:.2f}")

@@ -19,42 +19,28 @@ statistics, what a deployed model does) and in train mode (each test batch norma
 own statistics). The train-mode pass runs on copies of the running statistics, so it does not
 disturb them. The checkpoint is reloaded into a fresh model to show it reproduces the accuracy.
 
-Speed on the CPU, two process settings (printed at the start; environment variables set by the
-user win):
-- malloc: NumPy gets its multi-megabyte temporaries from glibc, whose default thresholds hand
-  them out with mmap and give freed memory back at once, so every step maps, zero-fills and
-  unmaps them again. `tune_malloc()` raises glibc's mmap and trim thresholds (what the variables
-  MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ do) so freed blocks are reused, which
-  saves about 40% of a step's time. --no-malloc-tuning leaves glibc's defaults.
-- BLAS threads: one (OPENBLAS_NUM_THREADS=1, set before NumPy loads). Everything but the matrix
-  products runs in one thread anyway, and this network's products are small: a second BLAS
-  thread gains little on an idle machine, while on a busy one its spinning workers make each
-  product several times slower. OPENBLAS_NUM_THREADS=2 gives BLAS both cores.
+Speed on the CPU: `mg.tune_cpu()` at the start keeps matrix products on one BLAS thread (the
+default; see `mg.set_num_threads`) and raises glibc's malloc thresholds so NumPy's large
+temporaries are reused; it prints what is in force. --no-malloc-tuning leaves glibc's defaults.
+benchmarks/README.md has the measurements behind both.
 """
 import argparse
 import contextlib
-import ctypes
-import ctypes.util
 import math
-import os
 import pathlib
 import sys
 import time
 
-if __name__ == "__main__":   # as a program (not when imported): before NumPy loads its BLAS
-    for _variable in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_variable, "1")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 try:
-    import minigrad as mg  # noqa: E402
+    import minigrad as mg
 except ImportError:   # run from a checkout without installing: the package is one folder up
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     import minigrad as mg
 
-from minigrad import nn  # noqa: E402
-from minigrad.atomic import atomic_write  # noqa: E402
+from minigrad import nn
+from minigrad.atomic import atomic_write
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 WARMUP_STEPS = 200
@@ -83,25 +69,6 @@ def lenet5(bn="fused", nn=nn):
         nn.Linear(120, 84, bias=not with_bn), norm(nn.BatchNorm1d, 84), nn.ReLU(),
         nn.Linear(84, 10),
     )
-
-
-def tune_malloc(mmap_threshold=1 << 30, trim_threshold=1 << 30):
-    """Keep freed memory inside the process (glibc only): blocks below `mmap_threshold` bytes
-    come from the heap, which gives memory back to the system only above `trim_threshold`.
-    An environment variable set by the user wins. Returns what is in force, for printing."""
-    settings = {"MALLOC_MMAP_THRESHOLD_": (-3, mmap_threshold),
-                "MALLOC_TRIM_THRESHOLD_": (-1, trim_threshold)}
-    libc_name = ctypes.util.find_library("c")
-    mallopt = getattr(ctypes.CDLL(libc_name), "mallopt", None) if libc_name else None
-    in_force = {}
-    for name, (option, value) in settings.items():
-        if name in os.environ:
-            in_force[name] = os.environ[name] + " (environment)"
-        elif mallopt is not None and mallopt(option, value) == 1:
-            in_force[name] = f"{value} (mallopt)"
-        else:
-            in_force[name] = "library default (no mallopt)"
-    return in_force
 
 
 def load_mnist(root, train, limit=None):
@@ -286,7 +253,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     mg.get_backend(args.device)   # a missing GPU fails here, before the data is read
-    malloc = {} if args.no_malloc_tuning else tune_malloc()
+    settings = mg.tune_cpu(malloc=not args.no_malloc_tuning)
     mg.manual_seed(args.seed)
     root = mg.data.mnist.resolve_root(args.data or mg.data.mnist.data_folder())
     print(f"MNIST from {root}", flush=True)
@@ -307,8 +274,6 @@ def main(argv=None):
     print(f"minigrad LeNet-5, bn={args.bn}, device={args.device}, {len(train_set)} training / "
           f"{len(test_set)} test images, batch {args.batch_size}, {args.epochs} epochs, "
           f"{len(train_loader)} steps per epoch, seed {args.seed}")
-    settings = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
-                **malloc}
     print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     history = {key: [] for key in ("loss", "step_losses", "train_acc", "test_eval", "test_train",
                                    "seconds")}

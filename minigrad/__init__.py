@@ -2,7 +2,8 @@
 with batch normalization as separate normalize / multiply / add primitives and a fused op."""
 from . import autograd, cuda, data, nn, ops, optim, viz
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
-from .backends import DeviceError, get_backend
+from .backends import DeviceError, cpu_settings, get_backend
+from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
 from .creation import (allclose, arange, empty, eye, from_numpy, full, full_like, linspace,
                        manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                        randperm, tensor, zeros, zeros_like)
@@ -10,5 +11,7 @@ from .dlpack import from_dlpack
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor
+
+cpu_settings.apply_default_threads()   # one BLAS thread unless the environment says otherwise
 
 __version__ = "0.1.0"

@@ -175,7 +175,7 @@ def test_command_line_end_to_end(mnist, tmp_path):
     assert lines[0] == f"MNIST from {MNIST_DIR}"
     assert "640 training / 640 test images" in lines[1] and "bn=fused" in lines[1]
     settings = next(line for line in lines if line.startswith("settings: "))
-    assert "OPENBLAS_NUM_THREADS=" in settings and "MALLOC_MMAP_THRESHOLD_=" in settings
+    assert "blas_threads=" in settings and "MALLOC_MMAP_THRESHOLD_=" in settings
     epoch = next(line for line in lines if line.startswith("epoch 1:"))
     assert "(eval mode)" in epoch and "(train-mode BN)" in epoch
     assert any(line.startswith("why the two differ:") for line in lines)
