@@ -1,7 +1,8 @@
-"""Utilities for models: population statistics for batch norm."""
+"""Utilities for models: population statistics for batch norm, conv + batch norm folding."""
 from .. import autograd
 from ..tensor import Tensor
 from .batchnorm import _BatchNorm
+from .fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
 
 
 def _device_of(model):
