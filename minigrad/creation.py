@@ -10,18 +10,28 @@ from .backends import get_backend
 from .tensor import Tensor, shape_from_args
 
 _generator = numpy.random.default_rng()
+_seed = None
+_device_generators = {}   # backend -> its own generator, for draws made on the device
 
 
 def manual_seed(seed):
-    """Seed the generator behind `randn`, `rand`, parameter initialisation and dropout."""
-    global _generator
-    _generator = numpy.random.default_rng(seed)
+    """Seed the generator behind `randn`, `rand`, parameter initialisation and dropout (and the
+    GPU's generator for dropout masks)."""
+    global _generator, _seed
+    _generator, _seed = numpy.random.default_rng(seed), seed
+    _device_generators.clear()
 
 
-def generator():
-    """The NumPy generator minigrad draws its random numbers from (ask again after
-    `manual_seed`: seeding makes a new one)."""
-    return _generator
+def generator(backend=None):
+    """The generator minigrad draws its random numbers from (ask again after `manual_seed`:
+    seeding makes a new one). On the CPU: NumPy's. For another backend (the GPU): that array
+    library's own (`xp.random.default_rng`, same seed), so a draw such as a dropout mask is made
+    on the device with no copy from the host; its numbers differ from the CPU's."""
+    if backend is None or backend.device == "cpu":
+        return _generator
+    if backend not in _device_generators:
+        _device_generators[backend] = backend.xp.random.default_rng(_seed)
+    return _device_generators[backend]
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):

@@ -132,7 +132,7 @@ class Tensor:
         if self.data.size != 1:
             raise ValueError(f"item(): only one-element tensors convert to a Python number, "
                              f"this one has shape {self.shape}")
-        return self.data.reshape(()).item()
+        return self._backend.to_numpy(self.data.reshape(())).item()
 
     def tolist(self):
         return self.numpy().tolist()

@@ -258,3 +258,53 @@ def test_dlpack_shares_gpu_memory(cuda):
     back = cupy.from_dlpack(tensor)
     back[1] = 7
     assert array[1].item() == 7
+
+
+# ---------------------------------------------------------------- the GPU caveats
+# (their logic runs on NumPy in test_gpu_caveats.py)
+
+def test_out_of_range_indices_raise_on_cuda(cuda):
+    x = mg.randn(3, 4, device="cuda")
+    with pytest.raises(IndexError, match="index 3 is out of range for axis 0 of size 3"):
+        x[mg.tensor([0, 3], device="cuda")]
+    with pytest.raises(IndexError, match="index -5 is out of range for axis 1 of size 4"):
+        x[:, np.array([-5])]
+    np.testing.assert_array_equal(x[:, [-4, 3]].numpy(), x.numpy()[:, [-4, 3]])
+
+
+def test_dropout_mask_is_drawn_on_the_device(cuda, monkeypatch):
+    x = mg.ones(64, 32, device="cuda")
+    monkeypatch.setattr(cuda, "asarray", lambda *a, **k: pytest.fail("mask copied from the host"))
+    mg.manual_seed(1)
+    y = mg.nn.functional.dropout(x, 0.5)
+    assert y.device == "cuda" and set(np.unique(y.numpy()).tolist()) == {0.0, 2.0}
+    mg.manual_seed(1)
+    np.testing.assert_array_equal(mg.nn.functional.dropout(x, 0.5).numpy(), y.numpy())
+
+
+def test_cross_entropy_does_not_sync_and_reports_bad_targets_at_the_next_read(cuda):
+    import cupyx
+
+    logits = mg.randn(8, 5, device="cuda", requires_grad=True)
+    good, bad = (mg.tensor(t, device="cuda") for t in ([0, 1, 2, 3, 4, 0, 1, 2],
+                                                         [0, 1, 9, 3, 4, 0, 1, 2]))
+    cuda.xp.cuda.Device().synchronize()
+    with cupyx.allow_synchronize(False):   # a host read inside raises DeviceSynchronized
+        loss = mg.nn.functional.cross_entropy(logits, good)
+        failing = mg.nn.functional.cross_entropy(logits, bad)
+    expected = mg.nn.functional.cross_entropy(logits.to("cpu"), good.to("cpu"))
+    with pytest.raises(ValueError, match=r"class index 9, outside \[0, 5\)"):
+        failing.item()
+    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+
+
+def test_fuse_conv_bn_on_cuda_matches_the_cpu(cuda):
+    model = mg.nn.Sequential(mg.nn.Conv2d(3, 4, 3, padding=1, bias=False),
+                             mg.nn.BatchNorm2d(4), mg.nn.ReLU())
+    model(mg.randn(4, 3, 6, 6))   # running statistics away from 0 and 1
+    model.eval()
+    x = mg.randn(2, 3, 6, 6)
+    with mg.no_grad():
+        expected = mg.nn.utils.fuse_conv_bn(model)(x).numpy()
+        got = mg.nn.utils.fuse_conv_bn(model.to("cuda"))(x.to("cuda")).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

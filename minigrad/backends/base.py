@@ -14,16 +14,48 @@ class Backend:
     name: str
     device: str
     xp = None
+    # True where reading device data to the host stalls the device (the GPU): `check` then
+    # waits for the next read the user makes anyway instead of adding one per call.
+    defers_checks = False
+    _MAX_PENDING = 64   # deferred checks are resolved (one read) at most this many calls apart
 
     def __init__(self):
         self.kernels = {}
+        self._pending = []
+
+    def check(self, failed, describe):
+        """Raise ValueError(describe()) where the 0-d boolean array `failed` holds True: at once,
+        or, on a backend that defers checks, at the next `to_numpy` (Tensor.numpy, item, ...)."""
+        if not self.defers_checks:
+            if bool(failed):
+                raise ValueError(describe())
+            return
+        self._pending.append((failed, describe))
+        if len(self._pending) >= self._MAX_PENDING:
+            self.resolve_checks()
+
+    def resolve_checks(self):
+        """Raise for the first deferred check that failed, reading all of them in one copy."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        flags = self.xp.stack([failed for failed, _ in pending]).tolist()
+        for (_, describe), failed in zip(pending, flags, strict=True):
+            if failed:
+                raise ValueError(describe() + " (found at the first read of device data after "
+                                 "the call)")
 
     def asarray(self, data, dtype=None):
         """Put `data` (a scalar, a nested list or any array) on this backend's device."""
         return self.xp.asarray(data, dtype=dtype)
 
     def to_numpy(self, array):
-        """A NumPy copy (or view, on the CPU) of one of this backend's arrays."""
+        """A NumPy copy (or view, on the CPU) of one of this backend's arrays; deferred checks
+        are resolved first."""
+        self.resolve_checks()
+        return self._to_numpy(array)
+
+    def _to_numpy(self, array):
         raise NotImplementedError
 
     def owns(self, array):

@@ -18,5 +18,5 @@ class NumpyBackend(Backend):
         self.kernels["conv2d"] = BlockedConv2d(numpy)
         self.kernels["erf"] = numpy_erf
 
-    def to_numpy(self, array):
+    def _to_numpy(self, array):
         return numpy.asarray(array)

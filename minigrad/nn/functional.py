@@ -77,15 +77,16 @@ def dropout(input, p=0.5, training=True):
     """Inverted dropout: in training, zero each element with probability p and scale the rest
     by 1 / (1 - p), so the expected value is unchanged and evaluation is the identity.
 
-    The mask is drawn from minigrad's seeded generator (`minigrad.manual_seed`).
+    The mask is drawn on the input's device from minigrad's seeded generator for it
+    (`minigrad.manual_seed`; `creation.generator`).
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be between 0 and 1, not {p}")
     if not training or p == 0.0:
         return input
-    keep = generator().random(input.shape, dtype=numpy.float32) >= p
     backend = input.backend
-    mask = backend.asarray(keep, dtype=input.dtype)
+    keep = generator(backend).random(input.shape, dtype=numpy.float32) >= p
+    mask = keep.astype(input.dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)
     return ops.mul(input, Tensor.from_array(mask, backend))

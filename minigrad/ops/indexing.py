@@ -6,6 +6,9 @@ The gradient of a gather is a scatter-add: every output element adds its gradien
 input element it was read from, so repeated indices accumulate. `IndexAdd` does that scatter as
 an op of its own whose backward is the gather again, which makes x[index] differentiable to any
 order.
+
+Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
+out-of-range index, but CuPy's gather wraps it around silently.
 """
 from .base import Op
 
@@ -30,11 +33,45 @@ def _component(x, part):
     return int(array) if array.ndim == 0 and array.dtype.kind in "iu" else array
 
 
+def _is_int_array(part):
+    return getattr(part, "dtype", None) is not None and part.dtype.kind in "iu"
+
+
+def _dims_taken(part):
+    """How many axes of the indexed tensor one index part consumes."""
+    if part is None or part is Ellipsis or isinstance(part, bool):
+        return 0
+    return part.ndim if getattr(part, "dtype", None) is not None and part.dtype == bool else 1
+
+
+def _check_bounds(x, parts):
+    """IndexError unless every integer array lies in [-size, size) of the axis it indexes (one
+    reduction and one host read per integer array; basic ints are checked by the array library
+    on every backend)."""
+    axis = 0
+    for position, part in enumerate(parts):
+        if part is Ellipsis:   # it spans the axes that the parts after it leave
+            axis = x.ndim - sum(_dims_taken(p) for p in parts[position + 1:])
+            continue
+        if _is_int_array(part) and part.size and axis < x.ndim:
+            size = x.shape[axis]
+            low, high = (int(v) for v in x._backend.xp.stack([part.min(), part.max()]).tolist())
+            if low < -size or high >= size:
+                bad = high if high >= size else low
+                raise IndexError(f"getitem: index {bad} is out of range for axis {axis} of size "
+                                 f"{size}: expected indices in [{-size}, {size}) (tensor of "
+                                 f"shape {x.shape})")
+        axis += _dims_taken(part)
+
+
 def normalize_index(x, index):
-    """`index` as a tuple whose arrays live on x's device, and whether it holds an integer
-    array (whose repeated entries make the scatter accumulate)."""
+    """`index` as a tuple whose arrays live on x's device and whose integer arrays are in range,
+    and whether it holds an integer array (whose repeated entries make the scatter
+    accumulate)."""
     parts = tuple(_component(x, p) for p in (index if isinstance(index, tuple) else (index,)))
-    gathers = any(getattr(p, "dtype", None) is not None and p.dtype.kind in "iu" for p in parts)
+    gathers = any(_is_int_array(p) for p in parts)
+    if gathers:
+        _check_bounds(x, parts)
     return parts, gathers
 
 

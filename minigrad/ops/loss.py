@@ -142,9 +142,11 @@ def _index_targets(op, input, target, weight, ignore_index):
     flat = target.reshape(-1)
     kept = flat != ignore_index
     bad = kept & ((flat < 0) | (flat >= classes))
-    if bad.any():
-        raise ValueError(f"{op}: target holds class index {int(flat[bad][0])}, outside "
-                         f"[0, {classes}) for input of shape {input.shape}")
+    # through backend.check: on the GPU it is read with the next host read (the loss's
+    # .item()), not once per call; meanwhile a bad index just gives a zero row below
+    input.backend.check(bad.any(), lambda: (
+        f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
+        f"of shape {input.shape}"))
     onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
     q = onehot.astype(input.dtype)
     if weight is not None:
@@ -176,7 +178,10 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         divisor, unit_rows = float(logits.shape[0]), False
     else:
         q, kept, total = _index_targets(op, input, target, weight, ignore_index)
-        unit_rows = weight is None and bool(kept.all())   # smoothing keeps the rows' sums at 1
+        # smoothing keeps the rows' sums at 1; where reading kept.all() would wait for the
+        # device (the GPU), the general formula instead
+        unit_rows = (weight is None and not input.backend.defers_checks
+                     and bool(kept.all()))
         if label_smoothing:
             smooth = kept[:, None] * (1.0 if weight is None
                                       else weight.data.astype(q.dtype, copy=False))
