@@ -62,6 +62,28 @@ def timed(step, start, count):
     return walls, cpus
 
 
+def interleaved(steppers, steps, chunk):
+    """Run `steps` steps of every stepper ({name: step}) in alternating chunks of `chunk`, so a
+    change in machine load hits all alike. Returns per-step wall and CPU seconds by name and,
+    when there are "minigrad" and "pytorch", the ratio of their median step in each chunk."""
+    walls = {name: [] for name in steppers}
+    cpus = {name: [] for name in steppers}
+    chunk_ratios = []
+    done = 0
+    while done < steps:
+        count = min(chunk, steps - done)
+        medians = {}
+        for name, step in steppers.items():
+            wall, cpu = timed(step, done, count)
+            walls[name] += wall
+            cpus[name] += cpu
+            medians[name] = statistics.median(wall)
+        if "pytorch" in medians:
+            chunk_ratios.append(medians["minigrad"] / medians["pytorch"])
+        done += count
+    return walls, cpus, chunk_ratios
+
+
 def traced_peak(step, steps=5):
     """Peak bytes allocated through Python's allocators (NumPy arrays included) over a few
     steps, above what was held before them."""
@@ -116,21 +138,7 @@ def main(argv=None):
 
     for step in steppers.values():
         timed(step, 0, args.warmup)
-    walls = {name: [] for name in steppers}
-    cpus = {name: [] for name in steppers}
-    chunk_ratios = []
-    done = 0
-    while done < args.steps:
-        count = min(args.chunk, args.steps - done)
-        medians = {}
-        for name, step in steppers.items():
-            wall, cpu = timed(step, done, count)
-            walls[name] += wall
-            cpus[name] += cpu
-            medians[name] = statistics.median(wall)
-        if "pytorch" in medians:
-            chunk_ratios.append(medians["minigrad"] / medians["pytorch"])
-        done += count
+    walls, cpus, chunk_ratios = interleaved(steppers, args.steps, args.chunk)
 
     summary = {name: (statistics.median(walls[name]), min(walls[name]),
                       statistics.median(cpus[name])) for name in steppers}
