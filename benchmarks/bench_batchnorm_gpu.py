@@ -3,7 +3,7 @@ updated) + backward (dx, dgamma, dbeta), against PyTorch's CUDA batch norm (cuDN
 picks it, and PyTorch's own kernels with cuDNN disabled) and against the device's measured
 device-to-device copy bandwidth.
 
-    python benchmarks/bench_batchnorm_gpu.py [--reps 30] [--rounds 5]
+    python benchmarks/bench_batchnorm_gpu.py [--reps 30] [--rounds 5] [--json rows.json]
 
 Times are CUDA-event medians over `rounds` rounds of `reps` calls. "kernels" calls the kernel
 object directly (batch_norm.cu through CuPy); "op" goes through mg.ops.fused_batch_norm and
@@ -14,6 +14,7 @@ moved per byte copied) is the share of the memory system the fused pass uses. Py
 optional: without a CUDA build of it the cuDNN columns say so (CuPy 14 has no cuDNN bindings).
 """
 import argparse
+import json
 import statistics
 import sys
 
@@ -122,6 +123,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", help="also write the copy bandwidth and the rows to this file")
     args = parser.parse_args()
     try:
         backend = mg.get_backend("cuda")
@@ -141,6 +143,7 @@ def main():
               f"{'cuDNN':>8} {'torch':>8} | {'vs cuDNN':>8} {'GB/s':>6} {'of copy':>7}")
     print(header + "\n" + "-" * len(header))
     rng = np.random.default_rng(0)
+    rows = []
     for shape in SHAPES:
         for dtype in DTYPES:
             for layout in LAYOUTS:
@@ -165,8 +168,14 @@ def main():
                 print(f"{str(shape):>18} {dtype:>8} {layout:>6} | {show(ms_kernels)} "
                       f"{show(ms_op)} {show(cudnn_ms)} {show(torch_ms)} | {ratio} "
                       f"{gbs:6.0f} {100 * gbs / copy_gbs:6.0f}%")
+                rows.append({"shape": list(shape), "dtype": dtype, "layout": layout,
+                             "kernels_ms": ms_kernels, "op_ms": ms_op, "cudnn_ms": cudnn_ms,
+                             "torch_ms": torch_ms, "gbs": gbs, "share_of_copy": gbs / copy_gbs})
                 del x, g
                 cupy.get_default_memory_pool().free_all_blocks()
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"copy_gbs": copy_gbs, "rows": rows}, out, indent=1)
     print("\nms per fused forward+backward; 'vs cuDNN' above 1 means minigrad is faster; GB/s "
           f"counts {PASSES} tensor-sized passes per step.")
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from cuda_host import checks
-from minigrad.backends.cuda_batch_norm import STORAGE, CudaBatchNorm
+from cuda_host import checks, on_device
 
 pytestmark = pytest.mark.gpu
 
@@ -129,56 +128,12 @@ def test_tensors_move_both_ways(cuda):
 
 # ---------------------------------------------------------------- the fused kernels
 
-class _DeviceKernels:
-    """The CUDA kernel object behind NumPy in, NumPy out, so the host-emulation cases
-    (tests/cuda_host/checks.py) run unchanged on the GPU. bfloat16 data travels as uint16 bits,
-    as in the host harness."""
-
-    def __init__(self, kernels):
-        self.kernels = kernels
-        self.xp = kernels.xp
-
-    def _in(self, a):
-        return None if a is None else self.xp.asarray(a)
-
-    def _out(self, a):
-        return None if a is None else a.get()
-
-    def forward_train(self, x, gamma, beta, axis, eps):
-        return tuple(map(self._out, self.kernels.forward_train(
-            *map(self._in, (x, gamma, beta)), axis, eps)))
-
-    def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
-        return self._out(self.kernels.forward_infer(*map(self._in, (x, gamma, beta, mean, var)),
-                                                    axis, eps))
-
-    def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
-        return tuple(map(self._out, self.kernels.backward(
-            *map(self._in, (g, x, mean, rstd, gamma)), axis, need_dx, need_dgamma, need_dbeta)))
-
-
-class _BitsBatchNorm(CudaBatchNorm):
-    storage = {**STORAGE, "uint16": ("__nv_bfloat16", "float32")}
-
-
 @pytest.fixture(scope="module")
 def device_kernels(cuda):
-    real = cuda.kernel("batch_norm")
-    assert isinstance(real, CudaBatchNorm)
-    bits = _BitsBatchNorm(real.xp, real._launch, real.target_blocks, real.block, real.min_work)
-    return _DeviceKernels(bits)
+    return on_device.device_kernels(cuda)
 
 
-GPU_CASES = checks.CASES + [
-    checks.Case((64, 6, 28, 28), 1), checks.Case((64, 6, 28, 28), 1, "float16"),
-    checks.Case((32, 14, 14, 64), 3), checks.Case((32, 14, 14, 64), 3, "bfloat16"),
-    checks.Case((256, 64), 1, "float16"), checks.Case((8, 256, 14, 14), 1, "float64"),
-    checks.Case((2, 3, 4097), 1), checks.Case((4097, 3), 1, needs=(True, False, True)),
-    checks.Case((16, 32, 9, 9), 1, loc=1000.0, spread=0.01),
-]
-
-
-@pytest.mark.parametrize("case", GPU_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", on_device.GPU_CASES, ids=lambda case: case.id)
 def test_fused_kernels_match_float64_reference(device_kernels, case):
     checks.run_case(device_kernels, case)
 
