@@ -27,7 +27,7 @@ class StandInDevice(NumpyBackend):
 
 
 def on_device(array, backend):
-    return Tensor._wrap(np.asarray(array), backend)
+    return Tensor.from_array(np.asarray(array), backend)
 
 
 # ---------------------------------------------------------------- indexing bounds
