@@ -20,11 +20,11 @@ import xml.etree.ElementTree as ElementTree
 
 # module -> why the check needs it; a missing one stops the check
 NEEDED = {"numpy": "minigrad's arrays", "cupy": "minigrad's GPU backend",
-          "pytest": "the gpu-marked tests", "safetensors": "minigrad's checkpoints (imported "
-          "with minigrad)"}
+          "pytest": "the gpu-marked tests"}
 # module -> what goes without it
 OPTIONAL = {"torch": "the cuDNN columns of the benchmark (and the tests' PyTorch oracle)",
-            "hypothesis": "the property-based test modules", "threadpoolctl":
+            "hypothesis": "the property-based test modules",
+            "safetensors": "the tests that read minigrad's checkpoints with it", "threadpoolctl":
             "minigrad's BLAS thread control (CPU only; the default is then not applied)"}
 
 
