@@ -97,7 +97,9 @@ class Context:
     forward:  `ctx.save(*arrays)` keeps arrays for backward; `ctx.xp` / `ctx.backend` give the
               array module; `ctx.needs_input_grad[i]` tells whether input i wants a gradient;
               `ctx.mark_non_differentiable(*outputs)` marks outputs (such as statistics) that
-              never require grad. Any other attribute (`ctx.axis = ...`) is kept as it is.
+              never require grad; `ctx.drop_input_data(*indices)` says backward never reads
+              those inputs' arrays (see below). Any other attribute (`ctx.axis = ...`) is kept
+              as it is.
     backward: `ctx.saved` gives the saved arrays back as tensors. An array that was an input or an
               output of the op comes back as that tensor, still connected to the graph, so a
               backward formula written with minigrad ops is itself differentiable.
@@ -109,6 +111,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self.saved_arrays = ()
         self.non_differentiable = ()
+        self.dropped_inputs = ()
         self.saved = None
 
     def save(self, *arrays):
@@ -116,6 +119,13 @@ class Context:
 
     def mark_non_differentiable(self, *outputs):
         self.non_differentiable = outputs
+
+    def drop_input_data(self, *indices):
+        """Backward needs only the place in the graph of these inputs, not their arrays (an op
+        that keeps its output instead, such as fused_batch_norm_act): the node holds data-free
+        stand-ins for them, so an input made by another op is freed as soon as forward is done
+        and nobody else holds it. (A leaf input is the user's, and is kept as it is.)"""
+        self.dropped_inputs = indices
 
 
 _sequence = itertools.count()
@@ -129,6 +139,9 @@ class Node:
     def __init__(self, op, ctx, inputs, input_arrays, outputs):
         self.op = op
         self.ctx = ctx
+        if ctx.dropped_inputs:
+            inputs = tuple([t._without_data() if i in ctx.dropped_inputs and t._node is not None
+                            else t for i, t in enumerate(inputs)])
         self.inputs = inputs
         self.seq = next(_sequence)
         self.output_shapes = tuple([out.shape for out in outputs])

@@ -1,8 +1,10 @@
-"""The CPU backend: plain NumPy, plus the cache-blocked batch-norm and conv2d kernels."""
+"""The CPU backend: plain NumPy, plus the cache-blocked batch-norm (also with an activation)
+and conv2d kernels."""
 import numpy
 
 from .base import Backend
 from .numpy_batch_norm import ArrayBatchNorm
+from .numpy_batch_norm_act import ArrayBatchNormAct
 from .numpy_conv import BlockedConv2d
 from .special import numpy_erf
 
@@ -15,6 +17,7 @@ class NumpyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.kernels["batch_norm"] = ArrayBatchNorm(numpy)
+        self.kernels["batch_norm_act"] = ArrayBatchNormAct(numpy)
         self.kernels["conv2d"] = BlockedConv2d(numpy)
         self.kernels["erf"] = numpy_erf
 

@@ -60,6 +60,7 @@ from .elementwise import (
                          where,
 )
 from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_norm
+from .fused_batch_norm_act import FusedBatchNormAct, composed_activation, fused_batch_norm_act
 from .indexing import GetItem, IndexAdd, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
 from .linalg import MatMul, matmul

@@ -65,6 +65,23 @@ def _viewed(name, vector, view, like):
     return vector.reshape(view)
 
 
+def check_fused_inputs(op, x, gamma, beta, mean, var, axis):
+    """The fused ops' argument checks (arrays; None where absent); returns the channel axis."""
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating input, got dtype {x.dtype} "
+                        f"(shape {x.shape})")
+    axis = _channel_axis(op, x.shape, axis)
+    channels = x.shape[axis]
+    for name, array in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
+        if array is not None and array.shape != (channels,):
+            raise ValueError(
+                f"{op}: {name} has shape {array.shape}, but the input of shape "
+                f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
+    if x.size == 0:
+        raise ValueError(f"{op}: the input of shape {x.shape} is empty")
+    return axis
+
+
 class FusedBatchNorm(Op):
     """(y, batch_mean, batch_var) = fused_batch_norm(x, gamma, beta, mean, var), each of gamma,
     beta and the pair mean, var possibly None; see the module docstring."""
@@ -75,18 +92,7 @@ class FusedBatchNorm(Op):
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
-        if x.dtype.kind != "f":
-            raise TypeError(f"fused_batch_norm: expected a floating input, got dtype {x.dtype} "
-                            f"(shape {x.shape})")
-        axis = _channel_axis("fused_batch_norm", x.shape, axis)
-        channels = x.shape[axis]
-        for name, array in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
-            if array is not None and array.shape != (channels,):
-                raise ValueError(
-                    f"fused_batch_norm: {name} has shape {array.shape}, but the input of shape "
-                    f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
-        if x.size == 0:
-            raise ValueError(f"fused_batch_norm: the input of shape {x.shape} is empty")
+        axis = check_fused_inputs("fused_batch_norm", x, gamma, beta, mean, var, axis)
         kernel = ctx.backend.kernel("batch_norm")
         ctx.axis, ctx.eps, ctx.inference = axis, eps, mean is not None
         ctx.save(x, gamma, beta, mean, var)

@@ -1,0 +1,146 @@
+"""Batch norm and an activation in one op that keeps only its output (InPlace-ABN's idea).
+
+    z = act(y),  y = gamma * xhat + beta,  xhat = (x - mean) / sqrt(var + eps)
+
+with act "identity", "leaky_relu" (z = y > 0 ? y : negative_slope * y) or "elu"
+(z = y > 0 ? y : alpha * (exp(y) - 1)). Batch norm followed by an activation normally keeps two
+activation-sized arrays for backward: x (for batch norm) and y (for the activation). This op
+keeps z alone, and x is freed as soon as forward is done (the node holds a data-free stand-in
+for it, `ctx.drop_input_data`). Backward inverts the activation to get y back, then y to get
+xhat = (y - beta) / gamma, and from xhat computes the batch-norm gradients:
+
+    dy = g * act'(y),   dbeta = sum(dy),   dgamma = sum(dy * xhat),
+    dx = gamma * rstd * (dy - (dbeta + xhat * dgamma) / M)      (inference: gamma * rstd * dy)
+
+Dividing by gamma: where |gamma| < eps it divides by eps with gamma's sign instead (InPlace-ABN
+uses |gamma| + eps, and also scales its forward by |gamma| + eps so that the two agree; minigrad
+keeps BatchNorm's forward, signed gamma and state_dict, and only bounds the divisor, which
+leaves every gradient exact for |gamma| >= eps). A gamma of exactly 0 that needs a gradient is
+an error: z then holds no trace of xhat, so dgamma cannot be recovered (docs/bn-act.md).
+
+The forward is the batch-norm kernel's followed by the activation in place; the backward is the
+backend's `kernel("batch_norm_act").backward_from_output` (backends/numpy_batch_norm_act.py has
+the passes). Under create_graph, or when the given mean/var need gradients, backward instead
+rebuilds x = xhat / rstd + mean from z and differentiates the composed formula there, joined to
+the graph at x's place, so higher derivatives come out right.
+"""
+from .. import autograd
+from ..backends.numpy_batch_norm import accumulation_dtype
+from ..backends.numpy_batch_norm_act import ACTIVATIONS, Activation
+from ..tensor import Tensor
+from .base import Op
+from .elementwise import where
+from .fused_batch_norm import _channel_view_shape, check_fused_inputs, composed_batch_norm
+
+
+def composed_activation(y, activation="identity", negative_slope=0.01, alpha=1.0):
+    """act(y) composed from primitives (where, mul, exp): the differentiable reference."""
+    if activation == "leaky_relu":
+        return where(y > 0, y, y * negative_slope)
+    if activation == "elu":
+        return where(y > 0, y, (where(y > 0, 0.0, y).exp() - 1) * alpha)
+    return y
+
+
+def _activation(activation, negative_slope, alpha):
+    """The checked Activation: only invertible ones are allowed."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"fused_batch_norm_act: activation must be one of "
+                         f"{', '.join(ACTIVATIONS)}, not {activation!r}")
+    if activation == "leaky_relu" and not negative_slope > 0:
+        raise ValueError(f"fused_batch_norm_act: leaky_relu needs negative_slope > 0 to be "
+                         f"inverted in backward, got {negative_slope}")
+    if activation == "elu" and not alpha > 0:
+        raise ValueError(f"fused_batch_norm_act: elu needs alpha > 0 to be inverted in backward, "
+                         f"got {alpha}")
+    return Activation(activation, float(negative_slope), float(alpha))
+
+
+class FusedBatchNormAct(Op):
+    """(z, batch_mean, batch_var) = act(fused_batch_norm(x, gamma, beta, mean, var)), keeping z
+    only;  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)), dy = g * act'(z),
+    xhat = (act^-1(z) - beta) / gamma (see the module docstring)."""
+
+    @classmethod
+    def name(cls):
+        return "fused_batch_norm_act"
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):
+        axis = check_fused_inputs("fused_batch_norm_act", x, gamma, beta, mean, var, axis)
+        if gamma is not None and ctx.needs_input_grad[1] and not gamma.all():
+            zeros = ctx.xp.flatnonzero(gamma == 0).tolist()
+            raise ValueError(
+                f"fused_batch_norm_act: gamma is 0 in channel(s) {zeros} and needs a gradient; "
+                "the output then holds no trace of the normalized input, so backward could not "
+                "recover dgamma. Use fused_batch_norm and the activation separately for such "
+                "channels (e.g. a zero-initialised gamma), or start gamma away from 0")
+        kernel = ctx.backend.kernel("batch_norm_act")
+        ctx.axis, ctx.eps, ctx.activation = axis, eps, activation
+        ctx.inference = mean is not None
+        if ctx.inference:
+            z = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps)
+            acc = accumulation_dtype(ctx.xp, x.dtype)
+            ctx.rstd, ctx.mean = 1.0 / ctx.xp.sqrt(var.astype(acc) + acc.type(eps)), mean
+        else:
+            z, mean, var, ctx.rstd = kernel.forward_train(x, gamma, beta, axis, eps)
+            ctx.mean = mean
+        kernel.activate(z, axis, activation)
+        ctx.save(x, gamma, beta, mean if ctx.inference else None,
+                 var if ctx.inference else None, z)
+        ctx.drop_input_data(0)   # x's array is not needed again: z is
+        ctx.mark_non_differentiable(mean, var)
+        return z, mean, var
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        if g is None:
+            return (None,) * 5
+        need_x, need_gamma, need_beta, need_mean, need_var = ctx.needs_input_grad
+        if autograd.is_grad_enabled() or need_mean or need_var:
+            return FusedBatchNormAct._composed_backward(ctx, g)
+        _, gamma, beta, _, _, z = ctx.saved
+        dx, dgamma, dbeta = ctx.backend.kernel("batch_norm_act").backward_from_output(
+            g.data, z.data, ctx.rstd, _data(gamma), _data(beta), ctx.axis, ctx.activation,
+            not ctx.inference, ctx.eps, need_x, need_gamma, need_beta)
+        return tuple([None if grad is None else Tensor.from_array(grad, ctx.backend)
+                      for grad in (dx, dgamma, dbeta)]) + (None, None)
+
+    @staticmethod
+    def _composed_backward(ctx, g):
+        """Differentiate the composed formula at x rebuilt from z: x = xhat / rstd + mean, with
+        xhat from the kernel's inversion. The rebuilt x enters the graph as x + (rebuilt - x)
+        with the difference a constant: its value is the rebuilt x (x's stand-in holds zeros)
+        and its derivative flows to x, so the gradients are differentiable in x."""
+        x, gamma, beta, mean, var, z = ctx.saved
+        xp, act = ctx.xp, ctx.activation
+        kernel = ctx.backend.kernel("batch_norm_act")
+        xhat = kernel.normalized_from_output(z.data, _data(gamma), _data(beta), ctx.axis, act,
+                                             ctx.eps)
+        view = _channel_view_shape(z.shape, ctx.axis)
+        rebuilt = (xhat / ctx.rstd.reshape(view) + ctx.mean.reshape(view)).astype(x.dtype)
+        x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.data, dtype=x.dtype), ctx.backend)
+        inputs = (x, gamma, beta, mean, var)
+        wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
+        with autograd.enable_grad():
+            y, _, _ = composed_batch_norm(x_at, gamma, beta, ctx.axis, ctx.eps, mean, var)
+            out = composed_activation(y, *act)
+        grads = iter(autograd.grad(out, wanted, g, create_graph=autograd.is_grad_enabled(),
+                                   allow_unused=True))
+        return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
+
+
+def _data(tensor):
+    return None if tensor is None else tensor.data
+
+
+def fused_batch_norm_act(x, gamma, beta, activation="identity", negative_slope=0.01, alpha=1.0,
+                         axis=1, eps=1e-5, mean=None, var=None):
+    """Batch norm, then `activation`, as one op keeping only its output: (z, batch_mean,
+    batch_var). Equal to `composed_activation(composed_batch_norm(...)[0], ...)`; x is freed
+    after forward. gamma and beta may be None. See the module docstring."""
+    if (mean is None) != (var is None):
+        raise ValueError("fused_batch_norm_act: give both mean and var (inference form) or "
+                         "neither (training form)")
+    act = _activation(activation, negative_slope, alpha)
+    return FusedBatchNormAct.apply(x, gamma, beta, mean, var, activation=act, axis=axis, eps=eps)
