@@ -3,6 +3,7 @@ from . import caffe, functional, init, utils
 from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU, ReLU6, SiLU,
                          Sigmoid, Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .batchnorm_act import BatchNormAct1d, BatchNormAct2d
 from .container import Sequential
 from .conv import Conv2d
 from .dropout import Dropout

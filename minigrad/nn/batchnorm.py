@@ -20,6 +20,13 @@ With track_running_stats=False there are no buffers and batch statistics are use
 costs nothing. `fused`: True runs `ops.fused_batch_norm` (one op), False the composition
 normalize, mul, add, "auto" the fused op (CUDA kernels on the GPU, NumPy on the CPU: the faster
 path on both). The results, the buffers and the state_dict are the same either way.
+
+`memory`: "input" (the default) keeps the input x for backward; "output" keeps the output y
+instead (`ops.fused_batch_norm_act` with no activation), so x is freed after forward when
+nothing else holds it: worth it when x is used only by this layer (a conv's output). Backward
+then divides by weight, so a weight of exactly 0 that is trained is an error (docs/bn-act.md).
+The BatchNormAct layers (nn/batchnorm_act.py) are these layers with an activation after the
+norm, memory="output" by default.
 """
 import math
 
@@ -35,13 +42,22 @@ class _BatchNorm(Module):
     _dims = ()               # accepted input ndim
     _stat_unit = "channel"   # what one running statistic describes
 
+    _activation = F.IDENTITY   # (activation, negative_slope, alpha) after the norm
+
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, scale=None, center=None, fused="auto", device=None,
-                 dtype=None):
+                 dtype=None, memory="input"):
         super().__init__()
         if fused not in ("auto", True, False):
             raise ValueError(f"{type(self).__name__}: fused must be 'auto', True or False, not "
                              f"{fused!r}")
+        if memory not in ("input", "output"):
+            raise ValueError(f"{type(self).__name__}: memory must be 'input' or 'output', not "
+                             f"{memory!r}")
+        if memory == "output" and fused is False:
+            raise ValueError(f"{type(self).__name__}: memory='output' runs the fused op "
+                             "fused_batch_norm_act; it cannot be combined with fused=False")
+        self.memory = memory
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, not "
                              f"{momentum}")
@@ -123,7 +139,8 @@ class _BatchNorm(Module):
         y = F._batch_norm(view, running_mean=running_mean if keep_running else None,
                           running_var=running_var if keep_running else None, weight=weight,
                           bias=bias, training=count is not None, factor=factor, eps=self.eps,
-                          fused=self.fused, count=count)
+                          fused=self.fused, count=count, activation=self._activation,
+                          memory=self.memory)
         return y if restore is None else restore(y)
 
     def forward(self, input):
@@ -160,6 +177,8 @@ class _BatchNorm(Module):
             text += f", scale={self.scale}, center={self.center}"
         if self.fused != "auto":
             text += f", fused={self.fused}"
+        if self.memory != "input":
+            text += f", memory={self.memory!r}"
         return text + f"; {self.update_rule()}"
 
 

@@ -1,6 +1,8 @@
 """Stateless layer functions (`import minigrad.nn.functional as F`), with PyTorch's names and
 arguments. Each is a thin composition of primitives from `minigrad.ops`, so its gradient comes
 from theirs."""
+import functools
+
 import numpy
 
 from .. import ops
@@ -225,17 +227,28 @@ def _check_batch_norm(input, running_mean, running_var, training, momentum, fuse
     return count
 
 
+IDENTITY = ("identity", 0.01, 1.0)   # (activation, negative_slope, alpha): none after the norm
+
+
 def _batch_norm(input, *, running_mean, running_var, weight, bias, training, factor, eps, fused,
-                count):
-    """batch_norm on checked arguments (the BatchNorm layers check their own): `factor` is the
-    running-average weight, `count` the values per statistic (training only)."""
-    norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
+                count, activation=IDENTITY, memory="input"):
+    """batch_norm on checked arguments (the BatchNorm layers check their own), followed by
+    `activation` ((name, negative_slope, alpha), as ops.fused_batch_norm_act takes them):
+    `factor` is the running-average weight, `count` the values per statistic (training only).
+    memory="output" runs ops.fused_batch_norm_act, which keeps only its output for backward;
+    "input" batch norm (fused or composed), then the composed activation."""
+    if memory == "output":
+        norm = functools.partial(ops.fused_batch_norm_act, activation=activation[0],
+                                 negative_slope=activation[1], alpha=activation[2])
+    else:
+        norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
     if not training:
-        return norm(input, weight, bias, axis=1, eps=eps, mean=running_mean, var=running_var)[0]
-    y, mean, var = norm(input, weight, bias, axis=1, eps=eps)
-    if running_mean is not None:
-        _update_running(running_mean, running_var, mean, var, count, factor)
-    return y
+        y = norm(input, weight, bias, axis=1, eps=eps, mean=running_mean, var=running_var)[0]
+    else:
+        y, mean, var = norm(input, weight, bias, axis=1, eps=eps)
+        if running_mean is not None:
+            _update_running(running_mean, running_var, mean, var, count, factor)
+    return y if memory == "output" else ops.composed_activation(y, *activation)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

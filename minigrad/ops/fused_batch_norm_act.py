@@ -42,7 +42,7 @@ def composed_activation(y, activation="identity", negative_slope=0.01, alpha=1.0
     return y
 
 
-def _activation(activation, negative_slope, alpha):
+def checked_activation(activation, negative_slope, alpha):
     """The checked Activation: only invertible ones are allowed."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"fused_batch_norm_act: activation must be one of "
@@ -119,10 +119,11 @@ class FusedBatchNormAct(Op):
                                              ctx.eps)
         view = _channel_view_shape(z.shape, ctx.axis)
         rebuilt = (xhat / ctx.rstd.reshape(view) + ctx.mean.reshape(view)).astype(x.dtype)
-        x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.data, dtype=x.dtype), ctx.backend)
         inputs = (x, gamma, beta, mean, var)
         wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
         with autograd.enable_grad():
+            x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.data, dtype=x.dtype),
+                                         ctx.backend)
             y, _, _ = composed_batch_norm(x_at, gamma, beta, ctx.axis, ctx.eps, mean, var)
             out = composed_activation(y, *act)
         grads = iter(autograd.grad(out, wanted, g, create_graph=autograd.is_grad_enabled(),
@@ -142,5 +143,5 @@ def fused_batch_norm_act(x, gamma, beta, activation="identity", negative_slope=0
     if (mean is None) != (var is None):
         raise ValueError("fused_batch_norm_act: give both mean and var (inference form) or "
                          "neither (training form)")
-    act = _activation(activation, negative_slope, alpha)
+    act = checked_activation(activation, negative_slope, alpha)
     return FusedBatchNormAct.apply(x, gamma, beta, mean, var, activation=act, axis=axis, eps=eps)
