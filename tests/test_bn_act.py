@@ -255,8 +255,7 @@ def test_kernel_blocks_and_layouts_agree(activation):
         if layout == "permuted":   # NCHW laid out as (C, H, W, N), as conv2d returns it
             xs, gs = (np.ascontiguousarray(a.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
                       for a in (x, g))
-        z, mean, _, rstd = kernel.forward_train(xs, gamma, beta, axis, 1e-5)
-        kernel.activate(z, axis, act)
+        z, mean, _, rstd = kernel.forward_train(xs, gamma, beta, axis, 1e-5, act)
         dx, dgamma, dbeta = kernel.backward_from_output(gs, z, rstd, gamma, beta, axis, act,
                                                         True, 1e-5, True, True, True)
         if layout == "nhwc":

@@ -35,8 +35,9 @@ WRONG_SIGNS = {
                 "coef[channels + c] = k1 * r * sum_gxhat / count;"),
     "shift_sign": ("const Acc m = partials[3 * plane + c] + w.mean;",
                    "const Acc m = partials[3 * plane + c] - w.mean;"),
-    "reduce_sign": ("  sum_gx = bn_fma(gv, to_acc(px.v[v]) - m, sum_gx);",
-                    "  sum_gx = bn_fma(gv, m - to_acc(px.v[v]), sum_gx);"),
+    "reduce_sign": ("    e = v - shift;", "    e = shift - v;"),
+    "act_inverse": ("      y = v / param;", "      y = v * param;"),
+    "act_slope": ("      d = g * (v + param);", "      d = g * (v - param);"),
 }
 EARLY_RETURN = ("  acc = block_welford(acc);",
                 "  if (threadIdx.x == 5) return;\n  acc = block_welford(acc);")
@@ -198,13 +199,14 @@ def test_bad_inputs_are_clear_errors(kernels):
 
 # ---------------------------------------------------------------- altered kernels fail
 
-@pytest.mark.parametrize("namespace, message", [
-    ("dx_sign", "dx differs"), ("shift_sign", "mean differs"),
-    ("reduce_sign", "dgamma differs")])
-def test_a_wrong_sign_fails_the_reference_check(libraries, namespace, message):
+@pytest.mark.parametrize("namespace, message, activation", [
+    ("dx_sign", "dx differs", None), ("shift_sign", "mean differs", None),
+    ("reduce_sign", "dgamma differs", None), ("act_inverse", "dgamma differs", "leaky_relu"),
+    ("act_slope", "dgamma differs", "elu"), ("dx_sign", "dx differs", "elu")])
+def test_a_wrong_sign_fails_the_reference_check(libraries, namespace, message, activation):
     kernels = host_kernels(libraries[None].result(), namespace)
     with pytest.raises(AssertionError, match=message):
-        run_case(kernels, Case((4, 3, 8, 8), 1))
+        run_case(kernels, Case((4, 3, 8, 8), 1, activation=activation))
 
 
 def test_an_early_return_before_a_shuffle_is_reported(libraries):

@@ -167,6 +167,37 @@ def test_fused_op_on_cuda_matches_the_cpu(cuda, axis, shape, dtype, affine):
                                    rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("activation", ["identity", "leaky_relu", "elu"])
+@pytest.mark.parametrize("axis, shape", [(1, (8, 6, 12, 12)), (-1, (8, 12, 12, 6)), (1, (16, 6))])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("inference", [False, True])
+def test_fused_batch_norm_act_on_cuda_matches_the_cpu(cuda, activation, axis, shape, dtype,
+                                                       inference):
+    """mg.ops.fused_batch_norm_act on cuda (the CUDA kernels reading z) against the CPU's."""
+    rng = np.random.default_rng(5)
+    c = shape[axis]
+    acc = "float64" if dtype == "float64" else "float32"
+    x = rng.standard_normal(shape).astype(dtype)
+    gamma = (rng.uniform(0.5, 2, c) * np.where(np.arange(c) % 2, 1, -1)).astype(acc)
+    beta = rng.standard_normal(c).astype(acc)
+    stats = (rng.standard_normal(c).astype(acc), rng.uniform(0.5, 2, c).astype(acc))
+    upstream = rng.standard_normal(shape).astype(dtype)
+    results = {}
+    for device in ("cpu", "cuda"):
+        xt = mg.tensor(x, requires_grad=True, device=device)
+        g, b = (mg.tensor(a, requires_grad=True, device=device) for a in (gamma, beta))
+        given = dict(zip(("mean", "var"), (mg.tensor(a, device=device) for a in stats),
+                         strict=True)) if inference else {}
+        z = mg.ops.fused_batch_norm_act(xt * 1.0, g, b, activation, 0.1, 0.8, axis=axis,
+                                        **given)[0]
+        z.backward(mg.tensor(upstream, device=device))
+        results[device] = [z.numpy(), xt.grad.numpy(), g.grad.numpy(), b.grad.numpy()]
+    tol = {"float64": 1e-10, "float32": 1e-4, "float16": 3e-2}[dtype]
+    for cpu, gpu in zip(results["cpu"], results["cuda"], strict=True):
+        np.testing.assert_allclose(gpu.astype(np.float64), cpu.astype(np.float64),
+                                   rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("momentum", [0.1, None])
 def test_batchnorm_layer_state_matches_the_cpu(cuda, momentum):
     rng = np.random.default_rng(3)

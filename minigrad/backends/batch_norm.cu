@@ -33,6 +33,10 @@
 //   bn_bwd_dx                 dx = k1*g + k2*(x - mean) + k3
 //   which is dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
 //
+// Batch norm + activation (fused_batch_norm_act) uses the same kernels: bn_apply applies the
+// activation after a*x + b (`act`), and the three backward launches read, in place of (g, x), the
+// output z and recover what they need from it (`act`, see bwd_pair below).
+//
 // Every kernel is launched with BN_BLOCK threads in x (the planner in cuda_batch_norm.py reads
 // the same constant). VEC is the number of elements moved per load: 16 bytes' worth where the
 // planner found the data aligned and the channel runs divisible, else 1. The loops over memory
@@ -76,6 +80,59 @@ __device__ __forceinline__ float bn_sqrt(float v) { return sqrtf(v); }
 __device__ __forceinline__ double bn_sqrt(double v) { return sqrt(v); }
 
 __device__ __forceinline__ unsigned bn_min(unsigned a, unsigned b) { return a < b ? a : b; }
+__device__ __forceinline__ float bn_expm1(float v) { return expm1f(v); }
+__device__ __forceinline__ double bn_expm1(double v) { return expm1(v); }
+__device__ __forceinline__ float bn_log1p(float v) { return log1pf(v); }
+__device__ __forceinline__ double bn_log1p(double v) { return log1p(v); }
+// The largest value below -1 + 1 (1 - 2^-24, 1 - 2^-53): where ELU's inversion stops.
+__device__ __forceinline__ float bn_below_one(float) { return 1.0f - 5.9604645e-8f; }
+__device__ __forceinline__ double bn_below_one(double) { return 1.0 - 1.1102230246251565e-16; }
+
+// ------------------------------------------------------------------ activations
+
+// What an activation code means: BN_ACT_NONE (plain batch norm: backward reads g and x),
+// or batch norm + activation, whose backward reads g and the output z.
+#define BN_ACT_NONE 0u
+#define BN_ACT_IDENTITY 1u
+#define BN_ACT_LEAKY_RELU 2u  // param: the negative slope (> 0)
+#define BN_ACT_ELU 3u         // param: alpha (> 0)
+
+// z = act(y).
+template <typename Acc>
+__device__ __forceinline__ Acc bn_activate(Acc y, unsigned act, Acc param) {
+  if (y > Acc(0)) return y;
+  if (act == BN_ACT_LEAKY_RELU) return y * param;
+  if (act == BN_ACT_ELU) return param * bn_expm1(y);
+  return y;
+}
+
+// The pair the backward sums and combines, per element: (d, e) = (g, x - shift) for batch norm
+// (shift = mean). With an activation, v is the output z and the pair is recovered from it
+// (InPlace-ABN): d = dy = g * act'(y), e = xhat / rstd = (y - shift) * scale with y = act^-1(z),
+// shift = beta and scale = 1 / (gamma~ * rstd), so the sums and coefficients are batch norm's.
+// ELU's inversion stops just above -alpha, where z has saturated.
+template <typename Acc>
+__device__ __forceinline__ void bwd_pair(unsigned act, Acc param, Acc g, Acc v, Acc shift,
+                                         Acc scale, Acc& d, Acc& e) {
+  if (act == BN_ACT_NONE) {
+    d = g;
+    e = v - shift;
+    return;
+  }
+  Acc y = v;
+  d = g;
+  if (!(v > Acc(0))) {
+    if (act == BN_ACT_LEAKY_RELU) {
+      d = g * param;
+      y = v / param;
+    } else if (act == BN_ACT_ELU) {
+      d = g * (v + param);
+      const Acc ratio = v / param, floor = -bn_below_one(v);
+      y = bn_log1p(ratio > floor ? ratio : floor);
+    }
+  }
+  e = (y - shift) * scale;
+}
 
 // VEC consecutive elements, aligned so that one load or store moves them all.
 template <typename T, int VEC>
@@ -372,12 +429,12 @@ __device__ __forceinline__ unsigned pack_channel(unsigned first, unsigned inner,
   return (first / inner) % channels + (inner == 1 ? v : 0u);
 }
 
-// y = a*x + b per channel, coef = [a; b]; grid-stride over the packs of x.
+// y = act(a*x + b) per channel, coef = [a; b]; grid-stride over the packs of x.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_apply(const T* __restrict__ x, T* __restrict__ y,
          const typename AccOf<T>::type* __restrict__ coef, unsigned total_packs, unsigned inner,
-         unsigned channels) {
+         unsigned channels, unsigned act, typename AccOf<T>::type param) {
   const Pack<T, VEC>* in = reinterpret_cast<const Pack<T, VEC>*>(x);
   Pack<T, VEC>* out = reinterpret_cast<Pack<T, VEC>*>(y);
   #pragma unroll 4
@@ -388,7 +445,8 @@ bn_apply(const T* __restrict__ x, T* __restrict__ y,
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
       const unsigned c = pack_channel(j * VEC, inner, channels, v);
-      q.v[v] = from_acc<T>(bn_fma(coef[c], to_acc(p.v[v]), coef[channels + c]));
+      q.v[v] = from_acc<T>(bn_activate(bn_fma(coef[c], to_acc(p.v[v]), coef[channels + c]),
+                                       act, param));
     }
     out[j] = q;
   }
@@ -396,19 +454,22 @@ bn_apply(const T* __restrict__ x, T* __restrict__ y,
 
 // ------------------------------------------------------------------ backward
 
-// Planar layout, grid = (C, S) as bn_stats_planar: partial sum(g) and sum(g*(x - mean)).
+// Planar layout, grid = (C, S) as bn_stats_planar: partial sum(d) and sum(d*e) of bwd_pair,
+// i.e. sum(g) and sum(g*(x - mean)) for batch norm. chan = [shift] (act BN_ACT_NONE: the mean)
+// or [shift; scale] (an activation: x is the output z).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_bwd_reduce_planar(const T* __restrict__ g, const T* __restrict__ x,
-                     const typename AccOf<T>::type* __restrict__ mean, unsigned channels,
-                     unsigned inner_packs, unsigned channel_packs, unsigned chunk,
+                     const typename AccOf<T>::type* __restrict__ chan, unsigned act,
+                     typename AccOf<T>::type param, unsigned channels, unsigned inner_packs,
+                     unsigned channel_packs, unsigned chunk,
                      typename AccOf<T>::type* __restrict__ partials) {
   typedef typename AccOf<T>::type Acc;
   const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
   const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
   const unsigned c = blockIdx.x, split = blockIdx.y;
   const unsigned begin = split * chunk, end = bn_min(begin + chunk, channel_packs);
-  const Acc m = mean[c];
+  const Acc m = chan[c], scale = act == BN_ACT_NONE ? Acc(1) : chan[channels + c];
   Acc sum_g = Acc(0), sum_gx = Acc(0);
   #pragma unroll 4
   for (unsigned j = begin + threadIdx.x; j < end; j += BN_BLOCK) {
@@ -417,9 +478,10 @@ bn_bwd_reduce_planar(const T* __restrict__ g, const T* __restrict__ x,
     const Pack<T, VEC> pg = gp[at], px = xp[at];
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
-      const Acc gv = to_acc(pg.v[v]);
-      sum_g += gv;
-      sum_gx = bn_fma(gv, to_acc(px.v[v]) - m, sum_gx);
+      Acc d, e;
+      bwd_pair(act, param, to_acc(pg.v[v]), to_acc(px.v[v]), m, scale, d, e);
+      sum_g += d;
+      sum_gx = bn_fma(d, e, sum_gx);
     }
   }
   block_sum2(sum_g, sum_gx);
@@ -430,12 +492,13 @@ bn_bwd_reduce_planar(const T* __restrict__ g, const T* __restrict__ x,
   }
 }
 
-// Rows layout, block and grid as bn_stats_rows.
+// Rows layout, block and grid as bn_stats_rows; chan, act and param as above.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
-                   const typename AccOf<T>::type* __restrict__ mean, unsigned channels,
-                   unsigned rows, unsigned lanes_c, unsigned chunk,
+                   const typename AccOf<T>::type* __restrict__ chan, unsigned act,
+                   typename AccOf<T>::type param, unsigned channels, unsigned rows,
+                   unsigned lanes_c, unsigned chunk,
                    typename AccOf<T>::type* __restrict__ partials) {
   typedef typename AccOf<T>::type Acc;
   __shared__ Acc shared_g[BN_WARPS][BN_WARP_SIZE * VEC];
@@ -447,21 +510,25 @@ bn_bwd_reduce_rows(const T* __restrict__ g, const T* __restrict__ x,
   const unsigned pack = blockIdx.x * lanes_c + tx;
   const unsigned begin = blockIdx.y * chunk, end = bn_min(begin + chunk, rows);
 
-  Acc sum_g[VEC], sum_gx[VEC], m[VEC];
+  Acc sum_g[VEC], sum_gx[VEC], m[VEC], scale[VEC];
 #pragma unroll
-  for (int v = 0; v < VEC; ++v) sum_g[v] = sum_gx[v] = m[v] = Acc(0);
+  for (int v = 0; v < VEC; ++v) sum_g[v] = sum_gx[v] = m[v] = scale[v] = Acc(0);
   if (pack < row_packs) {
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) m[v] = mean[pack * VEC + v];
+    for (int v = 0; v < VEC; ++v) {
+      m[v] = chan[pack * VEC + v];
+      scale[v] = act == BN_ACT_NONE ? Acc(1) : chan[channels + pack * VEC + v];
+    }
     #pragma unroll 4
     for (unsigned r = begin + ty; r < end; r += row_step) {
       const bn_offset at = (bn_offset)r * row_packs + pack;
       const Pack<T, VEC> pg = gp[at], px = xp[at];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        const Acc gv = to_acc(pg.v[v]);
-        sum_g[v] += gv;
-        sum_gx[v] = bn_fma(gv, to_acc(px.v[v]) - m[v], sum_gx[v]);
+        Acc d, e;
+        bwd_pair(act, param, to_acc(pg.v[v]), to_acc(px.v[v]), m[v], scale[v], d, e);
+        sum_g[v] += d;
+        sum_gx[v] = bn_fma(d, e, sum_gx[v]);
       }
     }
   }
@@ -523,13 +590,17 @@ bn_bwd_finalize(const Acc* __restrict__ partials, unsigned splits, unsigned chan
   }
 }
 
-// dx = k1*g + k2*(x - mean) + k3 per channel, coef = [k1; k2; k3]; grid-stride like bn_apply.
+// dx = k1*d + k2*e + k3 per channel with (d, e) of bwd_pair, i.e. k1*g + k2*(x - mean) + k3
+// for batch norm; coef = [k1; k2; k3], chan, act and param as in the reductions; grid-stride
+// like bn_apply.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_bwd_dx(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ dx,
           const typename AccOf<T>::type* __restrict__ coef,
-          const typename AccOf<T>::type* __restrict__ mean, unsigned total_packs, unsigned inner,
+          const typename AccOf<T>::type* __restrict__ chan, unsigned act,
+          typename AccOf<T>::type param, unsigned total_packs, unsigned inner,
           unsigned channels) {
+  typedef typename AccOf<T>::type Acc;
   const Pack<T, VEC>* gp = reinterpret_cast<const Pack<T, VEC>*>(g);
   const Pack<T, VEC>* xp = reinterpret_cast<const Pack<T, VEC>*>(x);
   Pack<T, VEC>* out = reinterpret_cast<Pack<T, VEC>*>(dx);
@@ -541,9 +612,11 @@ bn_bwd_dx(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ dx,
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
       const unsigned c = pack_channel(j * VEC, inner, channels, v);
-      q.v[v] = from_acc<T>(bn_fma(coef[c], to_acc(pg.v[v]),
-                                  bn_fma(coef[channels + c], to_acc(px.v[v]) - mean[c],
-                                         coef[2 * channels + c])));
+      Acc d, e;
+      bwd_pair(act, param, to_acc(pg.v[v]), to_acc(px.v[v]), chan[c],
+               act == BN_ACT_NONE ? Acc(1) : chan[channels + c], d, e);
+      q.v[v] = from_acc<T>(bn_fma(coef[c], d, bn_fma(coef[channels + c], e,
+                                                     coef[2 * channels + c])));
     }
     out[j] = q;
   }

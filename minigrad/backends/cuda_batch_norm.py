@@ -13,6 +13,18 @@ CPU counterpart, with the same methods):
                                      for `normalize`: `ArrayBatchNorm`'s array code on whole
                                      CuPy arrays (no CUDA kernel of its own)
 
+It is also `kernels["batch_norm_act"]`, the `fused_batch_norm_act` op's kernel
+(`ArrayBatchNormAct` in numpy_batch_norm_act.py on the CPU): forward_train and forward_infer take
+an `activation` (backends.numpy_batch_norm_act.Activation), applied by bn_apply, and
+
+    backward_from_output(g, z, rstd, gamma, beta, axis, activation, training, eps, need_dx,
+                         need_dgamma, need_dbeta) -> (dx, dgamma, dbeta)
+    normalized_from_output(z, gamma, beta, axis, activation, eps) -> xhat   (array code)
+
+run the same three backward launches on (g, z): the kernels recover dy = g * act'(y) and
+xhat / rstd = (act^-1(z) - beta) / (gamma~ * rstd) from z, with the per-channel
+[beta; 1 / (gamma~ * rstd)] in place of the mean, so the finalize step is batch norm's.
+
 The backward's dx is k1 * g + k2 * (x - mean) + k3 per channel, with k1 = gamma * rstd,
 k2 = -k1 * rstd * dgamma / M and k3 = -k1 * dbeta / M (M values per channel): bn_bwd_finalize
 computes k1, k2, k3 and bn_bwd_dx applies them.
@@ -32,7 +44,7 @@ import typing
 
 import numpy
 
-from .numpy_batch_norm import ArrayBatchNorm
+from .numpy_batch_norm_act import ArrayBatchNormAct, invertible_gamma
 
 SOURCE = pathlib.Path(__file__).with_name("batch_norm.cu")
 BLOCK = 256   # threads per block; batch_norm.cu is compiled with BN_BLOCK equal to this
@@ -56,6 +68,8 @@ _STORAGE_KERNELS = ("bn_stats_planar", "bn_stats_rows", "bn_apply", "bn_bwd_redu
                     "bn_bwd_reduce_rows", "bn_bwd_dx")
 _CHANNEL_KERNELS = ("bn_finalize_stats", "bn_infer_coeffs", "bn_bwd_finalize")
 _NULL = numpy.uint64(0)   # a null pointer argument
+# batch_norm.cu's activation codes (BN_ACT_*): 0 is plain batch norm, whose backward reads x
+_ACT_CODES = {None: 0, "identity": 1, "leaky_relu": 2, "elu": 3}
 
 
 class _Reduction(typing.NamedTuple):
@@ -157,7 +171,7 @@ class CudaBatchNorm:
         self.block = block
         self.target_blocks = target_blocks
         self.min_work = min_work
-        self._arrays = ArrayBatchNorm(xp, block_elements=None)   # normalize's statistics
+        self._arrays = ArrayBatchNormAct(xp, block_elements=None)   # normalize; xhat from z
 
     @classmethod
     def for_cupy(cls, cupy):
@@ -230,7 +244,7 @@ class CudaBatchNorm:
         return partials, splits
 
     # ------------------------------------------------------------------ the kernel contract
-    def forward_train(self, x, gamma, beta, axis, eps):
+    def forward_train(self, x, gamma, beta, axis, eps, activation=None):
         op, xp = "fused_batch_norm", self.xp
         x = xp.ascontiguousarray(x)
         y = xp.empty_like(x)
@@ -245,10 +259,10 @@ class CudaBatchNorm:
         self._run(plan, plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count),
             plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef))
-        self._apply(plan, x, y, coef)
+        self._apply(plan, x, y, coef, activation)
         return y, mean, var, rstd
 
-    def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
+    def forward_infer(self, x, gamma, beta, mean, var, axis, eps, activation=None):
         op, xp = "fused_batch_norm", self.xp
         x = xp.ascontiguousarray(x)
         y = xp.empty_like(x)
@@ -261,16 +275,43 @@ class CudaBatchNorm:
         coef = xp.empty((2, c), acc)
         self._run(plan, plan.acc_name("bn_infer_coeffs"), self._channel_grid(plan), (
             *map(_or_null, params), numpy.uint32(c), plan.scalar(eps), coef))
-        self._apply(plan, x, y, coef)
+        self._apply(plan, x, y, coef, activation)
         return y
 
-    def _apply(self, plan, x, y, coef):
+    def _apply(self, plan, x, y, coef, activation):
         self._run(plan, plan.name("bn_apply"), self._elementwise_grid(plan), (
             x, y, coef, numpy.uint32(plan.total // plan.vec), numpy.uint32(plan.inner),
-            numpy.uint32(plan.channels)))
+            numpy.uint32(plan.channels), *_act_args(plan, activation)))
 
     def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
-        op, xp = "fused_batch_norm backward", self.xp
+        op = "fused_batch_norm backward"
+        return self._backward(op, g, x, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta,
+                              lambda acc, c: self._input(op, "mean", mean, acc, c))
+
+    def backward_from_output(self, g, z, rstd, gamma, beta, axis, activation, training, eps,
+                             need_dx, need_dgamma, need_dbeta):
+        op, xp = "fused_batch_norm_act backward", self.xp
+
+        def shift_and_scale(acc, c):   # [beta; 1 / (gamma~ * rstd)]: see the module docstring
+            chan = xp.zeros((2, c), acc)
+            if beta is not None:
+                chan[0] = self._input(op, "beta", beta, acc, c)
+            r = self._input(op, "rstd", rstd, acc, c)
+            chan[1] = 1 / r if gamma is None else 1 / (
+                invertible_gamma(xp, self._input(op, "gamma", gamma, acc, c), eps) * r)
+            return chan
+
+        return self._backward(op, g, z, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta,
+                              shift_and_scale, activation, training)
+
+    def normalized_from_output(self, z, gamma, beta, axis, activation, eps):
+        return self._arrays.normalized_from_output(z, gamma, beta, axis, activation, eps)
+
+    def _backward(self, op, g, x, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta,
+                  channel_values, activation=None, training=True):
+        """The three backward launches on (g, x), or on (g, z) with an activation;
+        channel_values(acc, C) gives their per-channel `chan` (see bwd_pair in the .cu)."""
+        xp = self.xp
         if not (need_dx or need_dgamma or need_dbeta):
             return None, None, None
         x = xp.ascontiguousarray(x)
@@ -280,10 +321,11 @@ class CudaBatchNorm:
         dx = xp.empty_like(x) if need_dx else None
         plan = _Plan(op, self.storage, x, axis, (x, g) if dx is None else (x, g, dx))
         c, acc = plan.channels, plan.acc
-        mean = self._input(op, "mean", mean, acc, c)
+        chan = channel_values(acc, c)
         rstd = self._input(op, "rstd", rstd, acc, c)
         gamma = self._input(op, "gamma", gamma, acc, c)
-        partials, splits = self._reduce(_BACKWARD_SUMS, plan, (g, x, mean))
+        act = _act_args(plan, activation)
+        partials, splits = self._reduce(_BACKWARD_SUMS, plan, (g, x, chan, *act))
         dgamma = xp.empty(c, acc) if need_dgamma else None
         dbeta = xp.empty(c, acc) if need_dbeta else None
         coef = xp.empty((3, c), acc) if need_dx else None   # k1, k2, k3
@@ -291,8 +333,10 @@ class CudaBatchNorm:
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count), rstd,
             _or_null(gamma), _or_null(dgamma), _or_null(dbeta), _or_null(coef)))
         if need_dx:
+            if not training:   # inference: dx = k1 * dy, the statistics being constants
+                coef[1:] = 0
             self._run(plan, plan.name("bn_bwd_dx"), self._elementwise_grid(plan), (
-                g, x, dx, coef, mean, numpy.uint32(plan.total // plan.vec),
+                g, x, dx, coef, chan, *act, numpy.uint32(plan.total // plan.vec),
                 numpy.uint32(plan.inner), numpy.uint32(c)))
         return dx, dgamma, dbeta
 
@@ -307,3 +351,11 @@ class CudaBatchNorm:
 
 def _or_null(array):
     return _NULL if array is None else array
+
+
+def _act_args(plan, activation):
+    """The (act, param) kernel arguments for an Activation (None: plain batch norm)."""
+    if activation is None:
+        return numpy.uint32(0), plan.scalar(0)
+    param = activation.alpha if activation.name == "elu" else activation.negative_slope
+    return numpy.uint32(_ACT_CODES[activation.name]), plan.scalar(param)

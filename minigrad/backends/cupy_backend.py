@@ -1,5 +1,5 @@
-"""The GPU backend: CuPy arrays on the current CUDA device, the fused batch-norm kernels and
-conv2d's whole-array products.
+"""The GPU backend: CuPy arrays on the current CUDA device, the fused batch-norm kernels (also
+with an activation: "batch_norm_act") and conv2d's whole-array products.
 
 Imported only when a tensor asks for device "cuda" (backends/__init__.py first checks that CuPy
 imports and sees a GPU, and says which is missing), so minigrad never needs CuPy otherwise.
@@ -20,7 +20,8 @@ class CupyBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.kernels["batch_norm"] = CudaBatchNorm.for_cupy(cupy)
+        batch_norm = CudaBatchNorm.for_cupy(cupy)   # one compiled module for both
+        self.kernels["batch_norm"] = self.kernels["batch_norm_act"] = batch_norm
         self.kernels["conv2d"] = ArrayConv2d(cupy)
         self.kernels["erf"] = cupyx.scipy.special.erf
 

@@ -2,11 +2,14 @@
 that reads only the output z (InPlace-ABN's idea; docs/bn-act.md).
 
 `ArrayBatchNormAct` is the "batch_norm" kernel (`ArrayBatchNorm`: its statistics, its forward
-and its blocks) plus two methods:
+and its blocks) with an activation after the forward, and a backward from the output (the GPU's
+counterpart is `CudaBatchNorm`, which serves both names):
 
-    activate(y, axis, activation)      z = act(y), in place on y (batch norm's output)
+    forward_train(x, gamma, beta, axis, eps, activation) -> (z, mean, var, rstd)
+    forward_infer(x, gamma, beta, mean, var, axis, eps, activation) -> z
     backward_from_output(g, z, rstd, gamma, beta, axis, activation, training, eps,
                          need_dx, need_dgamma, need_dbeta) -> (dx, dgamma, dbeta)
+    normalized_from_output(z, gamma, beta, axis, activation, eps) -> xhat
 
 Per channel, with M values, the backward recovers what x would have given from z alone:
 
@@ -73,10 +76,18 @@ def invertible_gamma(xp, gamma, eps):
 class ArrayBatchNormAct(ArrayBatchNorm):
     """Batch norm + activation keeping only z (see the module docstring)."""
 
-    def activate(self, y, axis, activation):
-        """z = act(y) in place, block by block (y is a permuted contiguous array, as
-        forward_train and forward_infer return it)."""
-        if activation.name == "identity":
+    def forward_train(self, x, gamma, beta, axis, eps, activation=None):
+        y, mean, var, rstd = super().forward_train(x, gamma, beta, axis, eps)
+        return self._activate(y, axis, activation), mean, var, rstd
+
+    def forward_infer(self, x, gamma, beta, mean, var, axis, eps, activation=None):
+        y = super().forward_infer(x, gamma, beta, mean, var, axis, eps)
+        return self._activate(y, axis, activation)
+
+    def _activate(self, y, axis, activation):
+        """z = act(y) in place, block by block (y is a permuted contiguous array, as the
+        batch-norm forward returns it)."""
+        if activation is None or activation.name == "identity":
             return y
         y3, _ = channel_view(self.xp, y, axis)
         flat = y3.reshape(-1)   # a view: y3 is contiguous

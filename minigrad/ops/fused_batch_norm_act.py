@@ -18,11 +18,12 @@ keeps BatchNorm's forward, signed gamma and state_dict, and only bounds the divi
 leaves every gradient exact for |gamma| >= eps). A gamma of exactly 0 that needs a gradient is
 an error: z then holds no trace of xhat, so dgamma cannot be recovered (docs/bn-act.md).
 
-The forward is the batch-norm kernel's followed by the activation in place; the backward is the
-backend's `kernel("batch_norm_act").backward_from_output` (backends/numpy_batch_norm_act.py has
-the passes). Under create_graph, or when the given mean/var need gradients, backward instead
-rebuilds x = xhat / rstd + mean from z and differentiates the composed formula there, joined to
-the graph at x's place, so higher derivatives come out right.
+The backend's `kernel("batch_norm_act")` runs it: batch norm's forward with the activation
+applied to its output, and `backward_from_output` (backends/numpy_batch_norm_act.py has the
+passes on the CPU; on the GPU the batch-norm CUDA kernels read z in place of x). Under
+create_graph, or when the given mean/var need gradients, backward instead rebuilds
+x = xhat / rstd + mean from z and differentiates the composed formula there, joined to the graph
+at x's place, so higher derivatives come out right.
 """
 from .. import autograd
 from ..backends.numpy_batch_norm import accumulation_dtype
@@ -79,13 +80,12 @@ class FusedBatchNormAct(Op):
         ctx.axis, ctx.eps, ctx.activation = axis, eps, activation
         ctx.inference = mean is not None
         if ctx.inference:
-            z = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps)
+            z = kernel.forward_infer(x, gamma, beta, mean, var, axis, eps, activation)
             acc = accumulation_dtype(ctx.xp, x.dtype)
             ctx.rstd, ctx.mean = 1.0 / ctx.xp.sqrt(var.astype(acc) + acc.type(eps)), mean
         else:
-            z, mean, var, ctx.rstd = kernel.forward_train(x, gamma, beta, axis, eps)
+            z, mean, var, ctx.rstd = kernel.forward_train(x, gamma, beta, axis, eps, activation)
             ctx.mean = mean
-        kernel.activate(z, axis, activation)
         ctx.save(x, gamma, beta, mean if ctx.inference else None,
                  var if ctx.inference else None, z)
         ctx.drop_input_data(0)   # x's array is not needed again: z is

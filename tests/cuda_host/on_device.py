@@ -35,13 +35,19 @@ class DeviceKernels:
     def _out(self, a):
         return None if a is None else a.get()
 
-    def forward_train(self, x, gamma, beta, axis, eps):
+    def forward_train(self, x, gamma, beta, axis, eps, activation=None):
         return tuple(map(self._out, self.kernels.forward_train(
-            *map(self._in, (x, gamma, beta)), axis, eps)))
+            *map(self._in, (x, gamma, beta)), axis, eps, activation)))
 
-    def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
+    def forward_infer(self, x, gamma, beta, mean, var, axis, eps, activation=None):
         return self._out(self.kernels.forward_infer(*map(self._in, (x, gamma, beta, mean, var)),
-                                                    axis, eps))
+                                                    axis, eps, activation))
+
+    def backward_from_output(self, g, z, rstd, gamma, beta, axis, activation, training, eps,
+                             need_dx, need_dgamma, need_dbeta):
+        return tuple(map(self._out, self.kernels.backward_from_output(
+            *map(self._in, (g, z, rstd, gamma, beta)), axis, activation, training, eps, need_dx,
+            need_dgamma, need_dbeta)))
 
     def backward(self, g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta):
         return tuple(map(self._out, self.kernels.backward(
