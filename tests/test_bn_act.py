@@ -402,3 +402,15 @@ def test_layer_errors_and_repr():
         mg.ops.fused_batch_norm_act(mg.zeros((2, 3)), None, None, mean=mg.zeros(3))
     text = repr(nn.BatchNormAct2d(3, "leaky_relu", 0.2))
     assert text.startswith("BatchNormAct2d(3, activation='leaky_relu', negative_slope=0.2")
+
+
+
+def test_the_graph_still_shows_the_dropped_input():
+    """The stand-in keeps x's place: the tape prints it and viz draws it after forward."""
+    leaf = mg.tensor(np.ones((3, 2)), requires_grad=True)
+    with mg.autograd.record() as tape:
+        x = leaf * 2.0
+        z = mg.ops.fused_batch_norm_act(x, None, None, "elu")[0]
+    assert z.grad_fn.inputs[0].data.strides == (0, 0)   # no memory of its own
+    assert "fused_batch_norm_act(%2, None, None, None, None" in str(tape)
+    assert "fused_batch_norm_act" in mg.viz.to_dot(z)
