@@ -89,7 +89,7 @@ class ArrayBatchNormAct(ArrayBatchNorm):
         batch-norm forward returns it)."""
         if activation is None or activation.name == "identity":
             return y
-        y3, _ = channel_view(self.xp, y, axis)
+        y3, _ = channel_view(self.xp, y, axis)   # a view of y: y is the forward's y3 permuted
         flat = y3.reshape(-1)   # a view: y3 is contiguous
         step = self.block_elements or flat.size
         for start in range(0, flat.size, step):
