@@ -11,12 +11,12 @@ array allocations to tracemalloc), measured with the model and the batch already
 what the step itself adds. Times are medians of steps run round-robin, without tracemalloc.
 PyTorch's allocations are not traced, so it has a time column only.
 
-What each variant keeps per layer for backward (4 bytes per value in float32):
-    BatchNorm2d + LeakyReLU       the conv's output x (for batch norm), the norm's output y
-                                  (for leaky_relu) and its sign mask, the activation's output
-                                  (for the next conv)
-    BatchNorm2d(memory="output")  y alone for both batch norm and leaky_relu, its mask, the
-      + LeakyReLU                 activation's output
+What each variant keeps per layer for backward (float32: 4 bytes per value, masks 1):
+    BatchNorm2d + LeakyReLU       the conv's output x (for batch norm), leaky_relu's sign mask,
+                                  and leaky_relu's output (the next conv's input)
+    BatchNorm2d(memory="output")  the norm's output y instead of x, the mask and the output: the
+      + LeakyReLU                 same amount (memory="output" pays off where nothing after the
+                                  norm keeps a copy, not in front of an activation)
     BatchNormAct2d                z alone, shared with the next conv
 """
 import argparse

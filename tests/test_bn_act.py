@@ -21,14 +21,12 @@ PARAM_SETS = {"affine": (True, True), "scale": (True, False), "center": (False, 
 SHAPES = [(6, 3), (4, 3, 5), (3, 3, 4, 5)]
 RTOL, ATOL = 1e-4, 2e-5
 
-
 def _torch_act(y, activation, slope=0.01, alpha=1.0):
     if activation == "leaky_relu":
         return torch.nn.functional.leaky_relu(y, slope)
     if activation == "elu":
         return torch.nn.functional.elu(y, alpha)
     return y
-
 
 def _data(shape, seed):
     r = np.random.default_rng(300 + seed)
@@ -38,7 +36,6 @@ def _data(shape, seed):
             r.standard_normal(shape).astype(np.float32),
             (r.uniform(0.5, 2.0, channels) * signs).astype(np.float32),
             r.standard_normal(channels).astype(np.float32))
-
 
 # ------------------------------------------------------------------------------ the op
 
@@ -79,7 +76,6 @@ def test_op_matches_torch(activation, which, inference, shape):
         np.testing.assert_allclose(batch_mean.numpy(), x.mean(axis=axes), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(batch_var.numpy(), x.var(axis=axes), rtol=1e-5)
 
-
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("inference", [False, True])
 def test_op_equals_fused_batch_norm_then_activation(activation, inference):
@@ -100,7 +96,6 @@ def test_op_equals_fused_batch_norm_then_activation(activation, inference):
     for ours, reference in zip(*results, strict=True):
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=2e-6)
 
-
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("inference", [False, True])
 def test_gradcheck_and_gradgradcheck_float64(activation, inference):
@@ -118,7 +113,6 @@ def test_gradcheck_and_gradgradcheck_float64(activation, inference):
     assert mg.gradcheck(fn, (x, gamma, beta))
     assert mg.gradgradcheck(fn, (x, gamma, beta))
 
-
 def test_gradcheck_with_gradients_for_the_given_statistics():
     """Inference form with mean and var that need gradients: the composed fallback."""
     r = np.random.default_rng(6)
@@ -129,13 +123,11 @@ def test_gradcheck_with_gradients_for_the_given_statistics():
     assert mg.gradcheck(lambda x, m, v, w: mg.ops.fused_batch_norm_act(
         x * 1.0, w, None, "elu", mean=m, var=v)[0], (x, mean, var, gamma))
 
-
 def test_one_tape_node():
     x = mg.tensor(np.random.default_rng(1).standard_normal((3, 2, 4)), requires_grad=True)
     with mg.autograd.record() as tape:
         mg.ops.fused_batch_norm_act(x, mg.ones(2), mg.zeros(2), "leaky_relu")
     assert [node.name for node in tape] == ["fused_batch_norm_act"]
-
 
 # ------------------------------------------------------------------------------ memory
 
@@ -150,7 +142,6 @@ def _input_ref(op):
     gc.collect()
     return ref, out, leaf
 
-
 def test_the_input_is_freed_after_forward_and_backward_still_works():
     weight = mg.tensor(np.linspace(0.5, 1.5, 4), requires_grad=True)
     ref, z, leaf = _input_ref(
@@ -159,12 +150,10 @@ def test_the_input_is_freed_after_forward_and_backward_still_works():
     z.backward(mg.tensor(np.random.default_rng(3).standard_normal(z.shape).astype(np.float32)))
     assert np.isfinite(leaf.grad.numpy()).all() and np.abs(leaf.grad.numpy()).max() > 0
 
-
 def test_the_fused_batch_norm_keeps_its_input():
     """The check above can fail: the plain fused op holds x until backward."""
     ref, y, _ = _input_ref(lambda x: mg.ops.fused_batch_norm(x, mg.ones(4), None)[0])
     assert ref() is not None
-
 
 def test_batchnorm_memory_output_frees_the_input_and_equals_memory_input():
     x, g, gamma, beta = _data((4, 3, 5, 5), 11)
@@ -186,7 +175,6 @@ def test_batchnorm_memory_output_frees_the_input_and_equals_memory_input():
     for ours, reference in zip(*results, strict=True):
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=2e-6)
 
-
 # ------------------------------------------------------------------------------ gamma near 0
 
 def test_gamma_zero_that_needs_a_gradient_is_a_clear_error():
@@ -194,7 +182,6 @@ def test_gamma_zero_that_needs_a_gradient_is_a_clear_error():
     gamma = mg.tensor([1.0, 0.0, 2.0], requires_grad=True)
     with pytest.raises(ValueError, match=r"gamma is 0 in channel\(s\) \[1\].*dgamma"):
         mg.ops.fused_batch_norm_act(x, gamma, mg.zeros(3), "leaky_relu")
-
 
 def test_gamma_zero_without_a_gradient_gives_finite_exact_gradients():
     x, g, _, beta = _data((6, 3, 4), 12)
@@ -210,7 +197,6 @@ def test_gamma_zero_without_a_gradient_gives_finite_exact_gradients():
     np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(bm.grad.numpy(), bt.grad.numpy(), rtol=RTOL, atol=1e-4)
     assert (xm.grad.numpy()[:, 1] == 0).all()   # d/dx through a zero gamma is exactly 0
-
 
 @pytest.mark.parametrize("dtype, size", [("float32", 1e-6), ("float64", 1e-9)])
 def test_gamma_below_eps_gives_finite_gradients_in_the_right_direction(dtype, size):
@@ -232,7 +218,6 @@ def test_gamma_below_eps_gives_finite_gradients_in_the_right_direction(dtype, si
     np.testing.assert_array_equal(np.sign(ours), np.sign(theirs))
     assert (np.abs(ours[:3]) <= np.abs(theirs[:3]) * 1.01).all()
     np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-4)   # |gamma| >= eps: exact
-
 
 # ------------------------------------------------------------------------------ the kernel
 
@@ -265,7 +250,6 @@ def test_kernel_blocks_and_layouts_agree(activation):
         for ours, reference in zip(other, results[0], strict=True):
             np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-6)
 
-
 def test_float16_input():
     x, g, gamma, beta = _data((8, 3, 4, 4), 15)
     grads = []
@@ -279,7 +263,6 @@ def test_float16_input():
     np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=2e-2, atol=5e-2)
 
-
 def test_elu_saturated_outputs_stay_finite():
     """y far below 0: z rounds to -alpha and the inversion is clamped, never -inf or NaN."""
     x = np.zeros((4, 1), np.float32)
@@ -291,7 +274,6 @@ def test_elu_saturated_outputs_stay_finite():
     z.backward(mg.tensor(np.ones((4, 1), np.float32)))
     for grad in (xm.grad, gamma.grad, beta.grad):
         assert np.isfinite(grad.numpy()).all()
-
 
 # ------------------------------------------------------------------------------ layers
 
@@ -307,7 +289,6 @@ def _torch_layer(shape, which, momentum, track, gamma, beta):
         layer.weight.requires_grad_(use_gamma)
         layer.bias.requires_grad_(use_beta)
     return layer
-
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("which", list(PARAM_SETS))
@@ -348,7 +329,6 @@ def test_layer_matches_torch_in_every_mode(activation, which, momentum, track, s
                                        rtol=1e-5, atol=1e-6)
             assert ours.num_batches_tracked.item() == theirs.num_batches_tracked.item()
 
-
 @pytest.mark.parametrize("memory", ["input", "output"])
 def test_layer_memory_modes_agree(memory):
     x, g, gamma, beta = _data((4, 3, 5, 5), 21)
@@ -363,7 +343,6 @@ def test_layer_memory_modes_agree(memory):
                      layer.running_var.numpy()])
     for ours, reference in zip(*outs, strict=True):
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=2e-6)
-
 
 def test_state_dict_loads_into_and_from_batchnorm_and_torch():
     x = _data((4, 3, 5, 5), 22)[0]
@@ -381,7 +360,6 @@ def test_state_dict_loads_into_and_from_batchnorm_and_torch():
     expected = theirs(torch.tensor(x)).detach().numpy()
     for layer in (act, plain, back):
         np.testing.assert_allclose(layer(mg.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)
-
 
 def test_layer_errors_and_repr():
     with pytest.raises(ValueError, match="activation must be one of"):
@@ -402,8 +380,6 @@ def test_layer_errors_and_repr():
         mg.ops.fused_batch_norm_act(mg.zeros((2, 3)), None, None, mean=mg.zeros(3))
     text = repr(nn.BatchNormAct2d(3, "leaky_relu", 0.2))
     assert text.startswith("BatchNormAct2d(3, activation='leaky_relu', negative_slope=0.2")
-
-
 
 def test_the_graph_still_shows_the_dropped_input():
     """The stand-in keeps x's place: the tape prints it and viz draws it after forward."""

@@ -29,17 +29,18 @@ from .. import autograd
 from ..backends.numpy_batch_norm import accumulation_dtype
 from ..backends.numpy_batch_norm_act import ACTIVATIONS, Activation
 from ..tensor import Tensor
+from .activation import elu, leaky_relu
 from .base import Op
-from .elementwise import where
 from .fused_batch_norm import _channel_view_shape, check_fused_inputs, composed_batch_norm
 
 
 def composed_activation(y, activation="identity", negative_slope=0.01, alpha=1.0):
-    """act(y) composed from primitives (where, mul, exp): the differentiable reference."""
+    """act(y) by the activation ops (leaky_relu, elu): what the fused op equals, and what its
+    create_graph backward differentiates."""
     if activation == "leaky_relu":
-        return where(y > 0, y, y * negative_slope)
+        return leaky_relu(y, negative_slope)
     if activation == "elu":
-        return where(y > 0, y, (where(y > 0, 0.0, y).exp() - 1) * alpha)
+        return elu(y, alpha)
     return y
 
 
