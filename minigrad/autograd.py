@@ -1,4 +1,4 @@
-"""The engine: grad mode, the Node (one tape entry), the reverse walk, and tape recording.
+"""The engine: grad mode, the Node (one tape entry) and the reverse walk.
 
 Every primitive runs through `Op.apply`. When grad mode is on and some input requires a gradient,
 `apply` appends a `Node` to the tape: the op, its `Context`, its input tensors and a sequence
@@ -6,19 +6,21 @@ number that only grows. Running the tape backwards means visiting the nodes that
 from the highest sequence number to the lowest: every consumer of a tensor has a higher number than
 its producer, so when a node is visited, all the gradient for its outputs has already arrived.
 The walk is a loop over a sorted list, never a recursion, so graphs of any depth work.
+Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re-exported here.
 """
 import functools
-import inspect
 import itertools
 import threading
+
+from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
+from .tensor import Tensor
 
 # ----------------------------------------------------------------------------------------------
 # Grad mode (thread-local)
 
 
 class _ThreadState(threading.local):
-    grad_enabled = True   # class attributes: every new thread starts from these defaults
-    tape = None           # the Tape of an active `record()` block, if any
+    grad_enabled = True   # a class attribute: every new thread starts with recording on
 
 
 _state = _ThreadState()
@@ -29,103 +31,52 @@ def is_grad_enabled():
     return _state.grad_enabled
 
 
-class _GradMode:
-    """Switches recording to `self.mode` inside a `with` block or a decorated function."""
+class set_grad_enabled:
+    """Recording on or off, for the current thread only.
 
-    mode = True
+    `mg.set_grad_enabled(False)` switches at once (as in PyTorch). As `with` block or decorator
+    (`@mg.set_grad_enabled(False)`) the mode from before comes back at the end. `no_grad()` and
+    `enable_grad()` are this switch made with `at_once=False`: it flips on entering the block.
+    """
+
+    def __init__(self, mode, at_once=True):
+        self.mode, self.previous = bool(mode), None
+        if at_once:
+            self.__enter__()
 
     def __enter__(self):
-        self._previous = _state.grad_enabled
-        _state.grad_enabled = self.mode
+        if self.previous is None:   # not switched already by __init__
+            self.previous, _state.grad_enabled = _state.grad_enabled, self.mode
 
     def __exit__(self, *exc):
-        _state.grad_enabled = self._previous
+        _state.grad_enabled, self.previous = self.previous, None
 
     def __call__(self, function):
+        if self.previous is not None:   # as a decorator it must not switch at definition
+            self.__exit__()
         mode = self.mode
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            with _Switch(mode):   # a fresh switch per call: safe under recursion and threads
+            with set_grad_enabled(mode):   # a fresh switch per call: safe under recursion, threads
                 return function(*args, **kwargs)
 
         return wrapper
 
 
-class _Switch(_GradMode):
-    def __init__(self, mode):
-        self.mode = bool(mode)
+def no_grad():
+    """`with mg.no_grad():` (or `@mg.no_grad()`): nothing inside is recorded and results do not
+    require grad."""
+    return set_grad_enabled(False, at_once=False)
 
 
-class no_grad(_GradMode):
-    """`with mg.no_grad():` (or `@mg.no_grad()`) -- nothing inside is recorded; results do not
-    require grad. Affects only the current thread."""
-
-    mode = False
-
-
-class enable_grad(_GradMode):
-    """`with mg.enable_grad():` (or `@mg.enable_grad()`) -- record again inside `no_grad`."""
-
-    mode = True
-
-
-class set_grad_enabled(_GradMode):
-    """`mg.set_grad_enabled(False)` switches recording off for this thread at once (as in
-    PyTorch); used as `with mg.set_grad_enabled(mode):` the previous mode returns at the end."""
-
-    def __init__(self, mode):
-        self.mode = bool(mode)
-        self._previous = _state.grad_enabled
-        _state.grad_enabled = self.mode
-
-    def __enter__(self):
-        pass   # already switched by __init__; __exit__ restores what was there before
-
-    def __call__(self, function):
-        _state.grad_enabled = self._previous   # as a decorator it must not switch at definition
-        return super().__call__(function)
+def enable_grad():
+    """`with mg.enable_grad():` (or `@mg.enable_grad()`): record again inside `no_grad`."""
+    return set_grad_enabled(True, at_once=False)
 
 
 # ----------------------------------------------------------------------------------------------
-# Context and Node
-
-
-class Context:
-    """What an op's forward leaves for its backward.
-
-    forward:  `ctx.save(*arrays)` keeps arrays for backward; `ctx.xp` / `ctx.backend` give the
-              array module; `ctx.needs_input_grad[i]` tells whether input i wants a gradient;
-              `ctx.mark_non_differentiable(*outputs)` marks outputs (such as statistics) that
-              never require grad; `ctx.drop_input_data(*indices)` says backward never reads
-              those inputs' arrays (see below). Any other attribute (`ctx.axis = ...`) is kept
-              as it is.
-    backward: `ctx.saved` gives the saved arrays back as tensors. An array that was an input or an
-              output of the op comes back as that tensor, still connected to the graph, so a
-              backward formula written with minigrad ops is itself differentiable.
-    """
-
-    def __init__(self, backend, needs_input_grad):
-        self.backend = backend
-        self.xp = backend.xp
-        self.needs_input_grad = needs_input_grad
-        self.saved_arrays = ()
-        self.non_differentiable = ()
-        self.dropped_inputs = ()
-        self.saved = None
-
-    def save(self, *arrays):
-        self.saved_arrays = arrays
-
-    def mark_non_differentiable(self, *outputs):
-        self.non_differentiable = outputs
-
-    def drop_input_data(self, *indices):
-        """Backward needs only the place in the graph of these inputs, not their arrays (an op
-        that keeps its output instead, such as fused_batch_norm_act): the node holds data-free
-        stand-ins for them, so an input made by another op is freed as soon as forward is done
-        and nobody else holds it. (A leaf input is the user's, and is kept as it is.)"""
-        self.dropped_inputs = indices
+# Node
 
 
 _sequence = itertools.count()
@@ -201,8 +152,8 @@ def _source_of(array, input_arrays, outputs):
     return ("constant", array, None)
 
 
-def _key(tensor):
-    """What identifies a tensor in a walk: its node and output index, or the leaf itself.
+def value_key(tensor):
+    """What identifies a value in the graph: its node and output index, or the leaf itself.
     (Two Tensor objects for the same output of a node are the same value.)"""
     return id(tensor) if tensor._node is None else (tensor._node, tensor._index)
 
@@ -211,9 +162,11 @@ def _key(tensor):
 # The reverse walk
 
 
-def _reachable_nodes(roots):
-    """All nodes that lead to `roots`, highest sequence number first (a stack, no recursion)."""
+def _graph_behind(roots):
+    """The nodes that lead to `roots`, highest sequence number first, and the leaves that require
+    grad among their inputs and the roots (an explicit stack, no recursion)."""
     seen, stack = set(), [t._node for t in roots if t._node is not None]
+    leaves = {id(t): t for t in roots if t._node is None and t.requires_grad}
     while stack:
         node = stack.pop()
         if node in seen:
@@ -224,60 +177,52 @@ def _reachable_nodes(roots):
                 f"backward through the graph a second time: the saved values of {node.name} "
                 f"(node {node.seq}) were freed by an earlier backward. Pass retain_graph=True to "
                 "the first backward if you need to walk the graph again.")
-        stack.extend(t._node for t in node.present_inputs
-                     if t._node is not None and t.requires_grad)
-    return sorted(seen, key=lambda n: n.seq, reverse=True)
+        for t in node.inputs:
+            if t is not None and t.requires_grad:
+                if t._node is None:
+                    leaves.setdefault(id(t), t)
+                else:
+                    stack.append(t._node)
+    return sorted(seen, key=lambda n: n.seq, reverse=True), list(leaves.values())
 
 
-def _leading_to(nodes, targets):
-    """The nodes among `nodes` (highest seq first) from which some tensor in `targets` (keys)
-    can be reached backwards: only their backward is needed to compute those gradients."""
+def _leading_to(nodes, wanted):
+    """The nodes among `nodes` (highest seq first) from which a value in `wanted` (keys) can be
+    reached backwards: only their backward is needed for the gradients of those values."""
     needed = set()
     for node in reversed(nodes):   # producers before consumers
-        if any(_key(t) in targets or t._node in needed for t in node.present_inputs):
-            needed.add(node)
-    return needed
+        for t in node.inputs:
+            if t is not None and (t._node in needed or value_key(t) in wanted):
+                needed.add(node)
+                break
+    return [node for node in nodes if node in needed]
 
 
-def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capture=None):
-    """Propagate `root_grads` from `roots` to every tensor that requires grad.
-
-    Gradients arriving at the same tensor are summed (a tensor used twice gets both
-    contributions). With `capture` (a list of tensors) their gradients are returned in order,
-    only the nodes leading to them run, and no `.grad` is touched; otherwise every leaf that
-    requires grad accumulates into `.grad`.
+def run_backward(nodes, roots, root_grads, inputs, retain_graph=False, create_graph=False):
+    """The reverse walk: the gradients of `roots` (seeded with `root_grads`) with respect to
+    `inputs`, in order (None for an input no gradient reached), running the backward of each of
+    `nodes` (highest sequence number first). Gradients arriving at the same value are summed (a
+    tensor used twice gets both contributions).
     """
-    pending = {}   # _key(tensor) -> gradient summed so far
-    leaves = {}    # id(leaf) -> leaf, for the leaves that received a gradient
-    nodes = _reachable_nodes(roots)
-    targets = None if capture is None else {_key(t) for t in capture}
-    needed = None if capture is None else _leading_to(nodes, targets)
-    captured = {}
+    wanted = {value_key(t) for t in inputs}
+    pending = {}   # value_key -> gradient summed so far
 
     def deliver(tensor, grad):
-        key = _key(tensor)
-        if tensor._node is None:
-            leaves[key] = tensor
+        key = value_key(tensor)
         pending[key] = grad if key not in pending else pending[key] + grad
 
     with set_grad_enabled(create_graph):
-        for root, grad in zip(roots, root_grads):
+        for root, grad in zip(roots, root_grads, strict=True):
             deliver(root, grad)
         for node in nodes:
-            grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
-            if targets is not None:
-                captured.update(((node, i), g) for i, g in enumerate(grads)
-                                if (node, i) in targets)
-            if all(g is None for g in grads) or (needed is not None and node not in needed):
+            keys = [(node, i) for i in range(len(node.output_shapes))]
+            grads = [pending.get(k) if k in wanted else pending.pop(k, None) for k in keys]
+            if all(g is None for g in grads):
                 continue
             _propagate(node, grads, deliver)
             if not retain_graph:
                 node.release()
-        if capture is not None:
-            return [captured.get(key, pending.get(key)) for key in map(_key, capture)]
-        for key, leaf in leaves.items():
-            _accumulate_grad(leaf, pending[key], create_graph)
-    return None
+    return [pending.get(value_key(t)) for t in inputs]
 
 
 def _propagate(node, grads, deliver):
@@ -287,7 +232,8 @@ def _propagate(node, grads, deliver):
         raise RuntimeError(
             f"{node.name}.backward returned {len(input_grads)} gradients for "
             f"{len(node.inputs)} inputs; return one per input (None where there is none)")
-    for tensor, grad, needed in zip(node.inputs, input_grads, node.ctx.needs_input_grad):
+    needs = node.ctx.needs_input_grad
+    for tensor, grad, needed in zip(node.inputs, input_grads, needs, strict=True):
         if grad is None or not needed:
             continue
         if not isinstance(grad, Tensor):   # an array could not be differentiated again
@@ -307,10 +253,9 @@ def _accumulate_grad(leaf, grad, create_graph):
     """leaf.grad += grad. Without create_graph, `.grad` always gets an array of its own: backward
     formulas may hand out views (a sum's gradient is a broadcast, read-only view) or the same
     tensor to several inputs (add gives g to both), and optimizers write into gradients."""
-    if not leaf.requires_grad:
-        return
     if create_graph:   # keep the gradient on the tape for higher derivatives
-        leaf.grad = grad if leaf.grad is None else leaf.grad + grad
+        with enable_grad():
+            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
     elif leaf.grad is None:
         leaf.grad = Tensor.from_array(grad.data.copy(), grad._backend)
     else:
@@ -330,7 +275,7 @@ def _root_grad(tensor, grad, what):
                 f"{what}: a gradient can be implied only for a one-element output, but this one "
                 f"has shape {tensor.shape}; pass a gradient of that shape (grad=...)")
         return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
-                            tensor._backend)
+                                 tensor._backend)
     if not isinstance(grad, Tensor):
         grad = Tensor(grad, dtype=tensor.dtype, device=tensor.device)
     if grad.device != tensor.device:
@@ -350,7 +295,11 @@ def backward(tensor, grad=None, retain_graph=None, create_graph=False):
     """
     grad = _root_grad(tensor, grad, "backward")
     retain = create_graph if retain_graph is None else retain_graph
-    run_backward([tensor], [grad], retain_graph=retain, create_graph=create_graph)
+    nodes, leaves = _graph_behind([tensor])   # each of these nodes leads to one of the leaves
+    grads = run_backward(nodes, [tensor], [grad], leaves, retain, create_graph)
+    for leaf, leaf_grad in zip(leaves, grads, strict=True):
+        if leaf_grad is not None:
+            _accumulate_grad(leaf, leaf_grad, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -371,106 +320,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad")
-    roots = [_root_grad(out, g, "grad") for out, g in zip(outputs, grad_outputs)]
+    roots = [_root_grad(out, g, "grad") for out, g in zip(outputs, grad_outputs, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
-    grads = run_backward(outputs, roots, retain_graph=retain, create_graph=create_graph,
-                         capture=inputs)
+    nodes = _leading_to(_graph_behind(outputs)[0], {value_key(t) for t in inputs})
+    grads = run_backward(nodes, outputs, roots, inputs, retain, create_graph)
     for i, g in enumerate(grads):
         if g is None and not allow_unused:
             raise RuntimeError(
                 f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the outputs; "
                 "pass allow_unused=True to get None for it")
     return tuple(grads)
-
-
-# ----------------------------------------------------------------------------------------------
-# Tape recording, for teaching
-
-
-class Tape:
-    """The nodes recorded inside a `record()` block, printable as a Wengert list:
-
-        %0 = input  shape (3, 4)  requires_grad
-        %1 = input  shape (3, 4)
-        %2 = mul(%0, %1)  shape (3, 4)
-        %3 = sum(%2, axis=1)  shape (3,)
-
-    Iterating gives the nodes in the order they ran. Attributes left at their default value
-    (keepdims=False, ...) are not printed.
-    """
-
-    def __init__(self):
-        self.entries = []   # (node, output tensors, attrs), in the order the ops ran
-
-    def append(self, node, outputs, attrs):
-        self.entries.append((node, outputs, attrs))
-
-    def __len__(self):
-        return len(self.entries)
-
-    def __iter__(self):
-        return (node for node, _, _ in self.entries)
-
-    def __str__(self):
-        names, lines = {}, []
-
-        def name(tensor):
-            key = _key(tensor)
-            if key not in names:   # first seen as an input: a tensor made outside the block
-                names[key] = f"%{len(names)}"
-                grad = "  requires_grad" if tensor.requires_grad else ""
-                lines.append(f"{names[key]} = input  shape {tensor.shape}{grad}")
-            return names[key]
-
-        for node, outputs, attrs in self.entries:
-            args = ["None" if t is None else name(t) for t in node.inputs]
-            args += _attr_texts(node.op, attrs)
-            for out in outputs:
-                names[_key(out)] = f"%{len(names)}"
-            targets = ", ".join(names[_key(out)] for out in outputs)
-            shapes = ", ".join(str(out.shape) for out in outputs)
-            lines.append(f"{targets} = {node.name}({', '.join(args)})  shape {shapes}")
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-
-def _attr_texts(op, attrs):
-    """`key=value` for the attributes that differ from the defaults of `op.forward`."""
-    defaults = {name: p.default for name, p in inspect.signature(op.forward).parameters.items()
-                if p.default is not p.empty}
-    return [f"{key}={_attr_text(value)}" for key, value in attrs.items()
-            if key not in defaults or not _is_default(value, defaults[key])]
-
-
-def _is_default(value, default):
-    return value is default or (type(value) is type(default)
-                                and isinstance(value, (bool, int, float, str, tuple))
-                                and value == default)
-
-
-def _attr_text(value):
-    if hasattr(value, "shape") and hasattr(value, "dtype"):   # an array or a tensor
-        return f"<{value.dtype} array {tuple(value.shape)}>"
-    if hasattr(value, "itemsize") and hasattr(value, "kind"):  # a dtype object
-        return repr(str(value))
-    return repr(value)
-
-
-class record:
-    """`with mg.autograd.record() as tape:` keeps every node made inside; `print(tape)`."""
-
-    def __enter__(self):
-        self._previous = _state.tape
-        _state.tape = Tape()
-        return _state.tape
-
-    def __exit__(self, *exc):
-        _state.tape = self._previous
-
-
-def active_tape():
-    return _state.tape
-
-
-from .tensor import Tensor  # noqa: E402  (Tensor builds on this module; import last)

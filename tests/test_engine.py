@@ -62,7 +62,8 @@ def test_backward_visits_each_node_once_from_the_highest_sequence_number():
     b = Logged.apply(a, tag="b")            # a diamond: a feeds b and c, both feed d
     c = Logged.apply(a, tag="c")
     d = Logged.apply(b + c, tag="d")
-    seqs = {t: n.seq for t, n in zip("abcd", (a.grad_fn, b.grad_fn, c.grad_fn, d.grad_fn))}
+    nodes = (a.grad_fn, b.grad_fn, c.grad_fn, d.grad_fn)
+    seqs = {t: n.seq for t, n in zip("abcd", nodes, strict=True)}
     d.sum().backward()
     assert sorted(Logged.calls) == ["a", "b", "c", "d"]
     assert [seqs[t] for t in Logged.calls] == sorted(seqs.values(), reverse=True)
@@ -396,6 +397,19 @@ def test_set_grad_enabled_as_call_and_as_context():
         return t * 2
 
     assert mg.is_grad_enabled() and not without(x).requires_grad
+
+
+def test_no_grad_switches_on_entering_not_when_made_and_can_be_entered_again():
+    block = mg.no_grad()
+    assert mg.is_grad_enabled()                 # made, not entered: nothing changes yet
+    for _ in range(2):
+        with block:
+            assert not mg.is_grad_enabled()
+        assert mg.is_grad_enabled()
+    with pytest.raises(KeyError):               # an exception inside still restores the mode
+        with mg.no_grad():
+            raise KeyError("inside")
+    assert mg.is_grad_enabled()
 
 
 def test_grad_mode_is_thread_local():

@@ -1,9 +1,47 @@
-"""`Op`: the base class of every primitive, and `Op.apply`, the one way an op runs."""
+"""`Op`: the base class of every primitive; `Op.apply`, the one way an op runs; and `Context`,
+what an op's forward leaves for its backward."""
 from .. import autograd
 from ..backends import DeviceError, get_backend
 from ..tensor import Tensor
 
 default_backend = get_backend("cpu")   # where an op without tensor inputs runs
+
+
+class Context:
+    """What an op's forward leaves for its backward.
+
+    forward:  `ctx.save(*arrays)` keeps arrays for backward; `ctx.xp` / `ctx.backend` give the
+              array module; `ctx.needs_input_grad[i]` tells whether input i wants a gradient;
+              `ctx.mark_non_differentiable(*outputs)` marks outputs (such as statistics) that
+              never require grad; `ctx.drop_input_data(*indices)` says backward never reads
+              those inputs' arrays (see below). Any other attribute (`ctx.axis = ...`) is kept
+              as it is.
+    backward: `ctx.saved` gives the saved arrays back as tensors. An array that was an input or an
+              output of the op comes back as that tensor, still connected to the graph, so a
+              backward formula written with minigrad ops is itself differentiable.
+    """
+
+    def __init__(self, backend, needs_input_grad):
+        self.backend = backend
+        self.xp = backend.xp
+        self.needs_input_grad = needs_input_grad
+        self.saved_arrays = ()
+        self.non_differentiable = ()
+        self.dropped_inputs = ()
+        self.saved = None
+
+    def save(self, *arrays):
+        self.saved_arrays = arrays
+
+    def mark_non_differentiable(self, *outputs):
+        self.non_differentiable = outputs
+
+    def drop_input_data(self, *indices):
+        """Backward needs only the place in the graph of these inputs, not their arrays (an op
+        that keeps its output instead, such as fused_batch_norm_act): the node holds data-free
+        stand-ins for them, so an input made by another op is freed as soon as forward is done
+        and nobody else holds it. (A leaf input is the user's, and is kept as it is.)"""
+        self.dropped_inputs = indices
 
 
 class Op:
@@ -39,27 +77,13 @@ class Op:
         None stands for an absent optional input: forward receives None, it needs no gradient
         and backward returns None for it. Outputs that are not floating point, or that forward
         marked non-differentiable, are constants. This runs for every op, so it is written as
-        plain loops without extra calls.
+        plain loops with few calls.
         """
-        for x in inputs:
-            if not isinstance(x, Tensor) and x is not None:
-                like = next((t for t in inputs if isinstance(t, Tensor)), None)
-                inputs = tuple([lift(cls, t, like) for t in inputs])
-                break
-        backend, wants_grad = None, False
-        for x in inputs:
-            if x is None:
-                continue
-            if backend is None:
-                backend = x._backend
-            elif x._backend is not backend:
-                raise device_mismatch(cls.name(), [t for t in inputs if t is not None])
-            wants_grad = wants_grad or x.requires_grad
-        backend = backend or default_backend
+        inputs, backend, wants_grad = _as_inputs(cls, inputs)
         recording = wants_grad and autograd.is_grad_enabled()
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
-        ctx = autograd.Context(backend, needs)
+        ctx = Context(backend, needs)
         arrays = [None if x is None else x.data for x in inputs]
         result = cls.forward(ctx, *arrays, **attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
@@ -76,6 +100,26 @@ class Op:
         if tape is not None:
             tape.append(node, wrapped, attrs)
         return wrapped if is_tuple else wrapped[0]
+
+
+def _as_inputs(op, inputs):
+    """(inputs with numbers and arrays lifted to tensors, their one backend, whether any of
+    them requires grad); inputs on two devices are an error."""
+    for x in inputs:
+        if not isinstance(x, Tensor) and x is not None:
+            like = next((t for t in inputs if isinstance(t, Tensor)), None)
+            inputs = tuple([lift(op, t, like) for t in inputs])
+            break
+    backend, wants_grad = None, False
+    for x in inputs:
+        if x is None:
+            continue
+        if backend is None:
+            backend = x._backend
+        elif x._backend is not backend:
+            raise device_mismatch(op.name(), [t for t in inputs if t is not None])
+        wants_grad = wants_grad or x.requires_grad
+    return inputs, backend or default_backend, wants_grad
 
 
 def _backend_array(output, backend, op):

@@ -10,13 +10,12 @@ order.
 Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
 out-of-range index, but CuPy's gather wraps it around silently.
 """
+from ..tensor import Tensor
 from .base import Op
 
 
 def _component(x, part):
     """One part of an index as a basic index or a backend array of ints or bools."""
-    from ..tensor import Tensor
-
     if part is None or part is Ellipsis or isinstance(part, (slice, bool, int)):
         return part
     if isinstance(part, Tensor):

@@ -6,7 +6,7 @@ the tape (they touch arrays, not tensors), never write into `grad` (a gradient a
 shared), and take their temporaries from `_work_arrays`, so a step allocates nothing after the
 first one.
 """
-from ..autograd import enable_grad
+from .. import autograd
 from ..tensor import Tensor
 
 
@@ -67,7 +67,7 @@ class Optimizer:
         skipped. `closure`, if given, recomputes and returns the loss first."""
         loss = None
         if closure is not None:
-            with enable_grad():
+            with autograd.enable_grad():
                 loss = closure()
         for group in self.param_groups:
             for p in group["params"]:
@@ -117,14 +117,14 @@ class Optimizer:
                              f"{[len(g['params']) for g in groups]} parameters, this optimizer's "
                              f"hold {sizes}")
         by_index = {}
-        for saved, group in zip(groups, self.param_groups):
-            by_index.update(zip(saved["params"], group["params"]))
+        for saved, group in zip(groups, self.param_groups, strict=True):
+            by_index.update(zip(saved["params"], group["params"], strict=True))
         new_state = {}
         for key, values in state_dict["state"].items():
             p = by_index[int(key)]
             new_state[p] = {k: _import(v, p, f"{name}.load_state_dict: state {key}.{k}")
                             for k, v in values.items()}
-        for saved, group in zip(groups, self.param_groups):
+        for saved, group in zip(groups, self.param_groups, strict=True):
             group.update({k: v for k, v in saved.items() if k != "params"})
         self.state = new_state
 
