@@ -12,6 +12,7 @@ import functools
 import itertools
 import threading
 
+from . import version
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
 from .tensor import Tensor
 
@@ -85,21 +86,30 @@ _sequence = itertools.count()
 class Node:
     """One entry of the tape: an op that ran, the tensors it read, and its place in time."""
 
-    __slots__ = ("op", "ctx", "inputs", "seq", "output_shapes", "_saved_sources", "__weakref__")
+    __slots__ = ("op", "ctx", "inputs", "seq", "output_shapes", "output_counters",
+                 "_saved_sources", "_saved_versions", "__weakref__")
 
     def __init__(self, op, ctx, inputs, input_arrays, outputs):
         self.op = op
         self.ctx = ctx
-        if ctx.dropped_inputs:
-            inputs = tuple([t._without_data() if i in ctx.dropped_inputs and t._node is not None
-                            else t for i, t in enumerate(inputs)])
-        self.inputs = inputs
+        # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
+        # to a new node (minigrad/inplace.py), and this node must keep the value it read.
+        # Inputs forward asked to drop (ctx.drop_input_data) become data-free stand-ins.
+        dropped = ctx.dropped_inputs
+        self.inputs = tuple([t if t is None or t._node is None
+                             else t._without_data() if dropped and i in dropped else t._alias()
+                             for i, t in enumerate(inputs)])
         self.seq = next(_sequence)
         self.output_shapes = tuple([out.shape for out in outputs])
+        self.output_counters = [version.VersionCounter() if out.base is None
+                                else version.output_counter(out, inputs) for out in outputs]
         # Remember where each saved array came from, so backward can hand out graph-connected
-        # tensors. Outputs are stored as arrays (not tensors) so no reference cycle is formed.
+        # tensors, and its version, so backward can tell it was not changed in place since.
+        # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
         self._saved_sources = tuple([
             _source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
+        self._saved_versions = self._saved_sources and version.remember(
+            self._saved_sources, self.inputs, self.output_counters)
         ctx.saved_arrays = ()
 
     @property
@@ -117,16 +127,18 @@ class Node:
 
     def apply_backward(self, grad_outputs):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back."""
+        if self._saved_versions:
+            version.check_unchanged(self, self._saved_versions)
         ctx = self.ctx
-        ctx.saved = tuple([
+        ctx._saved = tuple([
             self.inputs[where] if kind == "input"
             else Tensor._from_node(where, self, index) if kind == "output"
             else Tensor.from_array(where, ctx.backend)
-            for kind, where, index in self._saved_sources])
+            for kind, where, index in self._saved_sources]) or None   # None: nothing saved
         try:
             grads = self.op.backward(ctx, *grad_outputs)
         finally:
-            ctx.saved = None
+            ctx._saved = None
         return grads if isinstance(grads, tuple) else (grads,)
 
     def release(self):
@@ -134,7 +146,7 @@ class Node:
         ops are swapped for data-free stand-ins (same shape, dtype and place in the graph), so
         the activations they held are freed while the graph can still be shown (minigrad.viz)."""
         self.ctx = None
-        self._saved_sources = ()
+        self._saved_sources = self._saved_versions = ()
         self.inputs = tuple(t if t is None or t._node is None else t._without_data()
                             for t in self.inputs)
 
@@ -177,8 +189,8 @@ def _graph_behind(roots):
                 f"backward through the graph a second time: the saved values of {node.name} "
                 f"(node {node.seq}) were freed by an earlier backward. Pass retain_graph=True to "
                 "the first backward if you need to walk the graph again.")
-        for t in node.inputs:
-            if t is not None and t.requires_grad:
+        for t, needed in zip(node.inputs, node.ctx.needs_input_grad, strict=False):
+            if needed:   # as recorded (an in-place op may have given a constant a history since)
                 if t._node is None:
                     leaves.setdefault(id(t), t)
                 else:
@@ -198,13 +210,12 @@ def _leading_to(nodes, wanted):
     return [node for node in nodes if node in needed]
 
 
-def run_backward(nodes, roots, root_grads, inputs, retain_graph=False, create_graph=False):
-    """The reverse walk: the gradients of `roots` (seeded with `root_grads`) with respect to
-    `inputs`, in order (None for an input no gradient reached), running the backward of each of
-    `nodes` (highest sequence number first). Gradients arriving at the same value are summed (a
-    tensor used twice gets both contributions).
+def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_graph=False):
+    """The reverse walk: run the backward of each of `nodes` (highest sequence number first),
+    starting from `root_grads` flowing into `roots`, and return {value_key: gradient} for the
+    leaves reached and the values in `keep` (keys of non-leaf values whose gradient is wanted).
+    Gradients arriving at the same value are summed (a tensor used twice gets both).
     """
-    wanted = {value_key(t) for t in inputs}
     pending = {}   # value_key -> gradient summed so far
 
     def deliver(tensor, grad):
@@ -215,14 +226,16 @@ def run_backward(nodes, roots, root_grads, inputs, retain_graph=False, create_gr
         for root, grad in zip(roots, root_grads, strict=True):
             deliver(root, grad)
         for node in nodes:
-            keys = [(node, i) for i in range(len(node.output_shapes))]
-            grads = [pending.get(k) if k in wanted else pending.pop(k, None) for k in keys]
+            grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
+            if keep:   # gradients of intermediate values asked for by mg.grad stay
+                pending.update(((node, i), g) for i, g in enumerate(grads)
+                               if g is not None and (node, i) in keep)
             if all(g is None for g in grads):
                 continue
             _propagate(node, grads, deliver)
             if not retain_graph:
                 node.release()
-    return [pending.get(value_key(t)) for t in inputs]
+    return pending
 
 
 def _propagate(node, grads, deliver):
@@ -255,11 +268,11 @@ def _accumulate_grad(leaf, grad, create_graph):
     tensor to several inputs (add gives g to both), and optimizers write into gradients."""
     if create_graph:   # keep the gradient on the tape for higher derivatives
         with enable_grad():
-            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
-    elif leaf.grad is None:
-        leaf.grad = Tensor.from_array(grad.data.copy(), grad._backend)
+            leaf._grad = grad if leaf._grad is None else leaf._grad + grad
+    elif leaf._grad is None:
+        leaf._grad = Tensor.from_array(grad.data.copy(), grad._backend)
     else:
-        leaf.grad = Tensor.from_array(leaf.grad.data + grad.data, grad._backend)
+        leaf._grad = Tensor.from_array(leaf._grad.data + grad.data, grad._backend)
 
 
 def _root_grad(tensor, grad, what):
@@ -296,10 +309,10 @@ def backward(tensor, grad=None, retain_graph=None, create_graph=False):
     grad = _root_grad(tensor, grad, "backward")
     retain = create_graph if retain_graph is None else retain_graph
     nodes, leaves = _graph_behind([tensor])   # each of these nodes leads to one of the leaves
-    grads = run_backward(nodes, [tensor], [grad], leaves, retain, create_graph)
-    for leaf, leaf_grad in zip(leaves, grads, strict=True):
-        if leaf_grad is not None:
-            _accumulate_grad(leaf, leaf_grad, create_graph)
+    grads = run_backward(nodes, [tensor], [grad], (), retain, create_graph)
+    for leaf in leaves:
+        if id(leaf) in grads:
+            _accumulate_grad(leaf, grads[id(leaf)], create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -322,8 +335,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad")
     roots = [_root_grad(out, g, "grad") for out, g in zip(outputs, grad_outputs, strict=True)]
     retain = create_graph if retain_graph is None else retain_graph
-    nodes = _leading_to(_graph_behind(outputs)[0], {value_key(t) for t in inputs})
-    grads = run_backward(nodes, outputs, roots, inputs, retain, create_graph)
+    wanted = [value_key(t) for t in inputs]
+    nodes = _leading_to(_graph_behind(outputs)[0], set(wanted))
+    found = run_backward(nodes, outputs, roots, set(wanted), retain, create_graph)
+    grads = [found.get(key) for key in wanted]
     for i, g in enumerate(grads):
         if g is None and not allow_unused:
             raise RuntimeError(

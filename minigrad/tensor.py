@@ -12,6 +12,7 @@ is float64, int64 * float32 is float64).
 from . import autograd
 from .backends import backend_of, get_backend, normalize_device
 from .printing import tensor_repr
+from .version import VersionCounter
 
 _DTYPE_OF_PYTHON_DATA = {"f": "float32", "i": "int64", "b": "bool", "c": "complex64"}
 _NUMERIC_KINDS = "biufc"
@@ -58,10 +59,13 @@ class Tensor:
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
     `backward()`. A tensor made by an op that was recorded remembers its `Node` (`grad_fn`) and
     which of the node's outputs it is (`_index`). `Tensor(data)` uses an array of the right
-    dtype and device as it is (no copy); `mg.tensor(data)` always copies.
+    dtype and device as it is (no copy); `mg.tensor(data)` always copies. `_version` counts the
+    in-place changes of its memory (minigrad/version.py); in-place methods end in `_`
+    (minigrad/inplace.py).
     """
 
-    __slots__ = ("data", "requires_grad", "grad", "_node", "_index", "_backend", "__weakref__")
+    __slots__ = ("data", "requires_grad", "_grad", "_node", "_index", "_backend",
+                 "_version_counter", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None, copy=False):
@@ -70,10 +74,11 @@ class Tensor:
             _check_can_require_grad(array.dtype, "tensor")
         self.data = array
         self.requires_grad = bool(requires_grad)
-        self.grad = None
+        self._grad = None
         self._node = None
         self._index = 0
         self._backend = backend
+        self._version_counter = VersionCounter()
 
     @classmethod
     def from_array(cls, array, backend=None):
@@ -83,15 +88,27 @@ class Tensor:
         if backend is None:
             backend = backend_of(array)
         t = object.__new__(cls)
-        t.data, t.requires_grad, t.grad, t._node, t._index, t._backend = (
+        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend = (
             array, False, None, None, 0, backend)
+        t._version_counter = VersionCounter()
         return t
 
     @classmethod
     def _from_node(cls, array, node, index):
         """Output `index` of a recorded node."""
-        t = cls.from_array(array, node.ctx.backend)
-        t.requires_grad, t._node, t._index = True, node, index
+        t = object.__new__(cls)
+        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend = (
+            array, True, None, node, index, node.ctx.backend)
+        t._version_counter = node.output_counters[index]
+        return t
+
+    def _alias(self):
+        """Another Tensor object for this value (same data, graph position and counter): what
+        a node keeps of a non-leaf input, so an in-place op that later moves this tensor to a
+        new node leaves the recorded graph as it was."""
+        t = Tensor.from_array(self.data, self._backend)
+        t.requires_grad, t._node, t._index = self.requires_grad, self._node, self._index
+        t._version_counter = self._version_counter
         return t
 
     def _without_data(self):
@@ -111,6 +128,18 @@ class Tensor:
     is_leaf = property(lambda self: self._node is None)
     grad_fn = property(lambda self: self._node)
     T = property(lambda self: self.transpose())
+    _version = property(lambda self: self._version_counter.value)   # as torch's Tensor._version
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        """As in PyTorch, an assigned gradient has this tensor's shape, dtype and device."""
+        if value is not None:
+            inplace.check_grad_assignment(self, value)
+        self._grad = value
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
@@ -138,8 +167,10 @@ class Tensor:
         return self.numpy().tolist()
 
     def detach(self):
-        """The same data, cut from the graph."""
-        return Tensor.from_array(self.data, self._backend)
+        """The same data (and version counter), cut from the graph."""
+        t = Tensor.from_array(self.data, self._backend)
+        t._version_counter = self._version_counter
+        return t
 
     def __array__(self, dtype=None, copy=None):
         """`numpy.asarray(tensor)`: the data as a NumPy array (detached from the graph)."""
@@ -185,10 +216,20 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
-    def zero_(self):
-        """Fill with zeros in place (for buffers and gradients; not recorded)."""
-        self.data[...] = 0
-        return self
+    # ------------------------------------------------------------------ in place (inplace.py)
+    def add_(self, other, alpha=1): return inplace.arithmetic(self, "add_", other, alpha)
+    def sub_(self, other, alpha=1): return inplace.arithmetic(self, "sub_", other, alpha)
+    def mul_(self, other): return inplace.arithmetic(self, "mul_", other)
+    def div_(self, other): return inplace.arithmetic(self, "div_", other)
+    def copy_(self, src): return inplace.assign(self, "copy_", Ellipsis, src)
+    def fill_(self, value): return inplace.assign(self, "fill_", Ellipsis, value)
+    def zero_(self): return inplace.assign(self, "zero_", Ellipsis, 0)
+    def clamp_(self, min=None, max=None): return inplace.clamp(self, min, max)
+    def __setitem__(self, index, value): inplace.assign(self, "setitem", index, value)
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
 
     def __dlpack__(self, *args, **kwargs):
         return self.data.__dlpack__(*args, **kwargs)
@@ -305,4 +346,4 @@ class Tensor:
         return tensor_repr(self)
 
 
-from . import ops  # noqa: E402  (ops build on Tensor; import last to close the cycle)
+from . import inplace, ops  # noqa: E402  (they build on Tensor; import last to close the cycle)

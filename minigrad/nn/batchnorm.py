@@ -95,7 +95,7 @@ class _BatchNorm(Module):
         if self.weight is not None:
             self.weight.data[...] = 1
         if self.bias is not None:
-            self.bias.zero_()
+            self.bias.data[...] = 0
 
     def _check_input(self, input):
         if not isinstance(input, Tensor):

@@ -15,6 +15,7 @@ import numpy
 
 from ..backends import get_backend
 from ..tensor import Tensor
+from ..version import bump_version
 
 
 class Parameter(Tensor):
@@ -288,6 +289,7 @@ class Module:
         for key, array in arrays.items():
             target = own[key]
             target.data[...] = target.backend.asarray(array, dtype=target.dtype)
+            bump_version(target)
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ display

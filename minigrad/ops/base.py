@@ -1,6 +1,8 @@
 """`Op`: the base class of every primitive; `Op.apply`, the one way an op runs; and `Context`,
 what an op's forward leaves for its backward."""
-from .. import autograd
+import numpy
+
+from .. import autograd, version
 from ..backends import DeviceError, get_backend
 from ..tensor import Tensor
 
@@ -21,17 +23,27 @@ class Context:
               backward formula written with minigrad ops is itself differentiable.
     """
 
-    def __init__(self, backend, needs_input_grad):
+    def __init__(self, backend, needs_input_grad, op):
         self.backend = backend
         self.xp = backend.xp
         self.needs_input_grad = needs_input_grad
+        self.op = op
         self.saved_arrays = ()
         self.non_differentiable = ()
         self.dropped_inputs = ()
-        self.saved = None
+        self._saved = None   # set by the engine while backward runs
 
     def save(self, *arrays):
         self.saved_arrays = arrays
+
+    @property
+    def saved(self):
+        if self._saved is None:
+            raise RuntimeError(
+                f"{self.op.name()}: ctx.saved holds what forward passed to ctx.save(...), for "
+                "backward; but this forward saved nothing (or this is not backward). Call "
+                "ctx.save(a, b) in forward for the arrays backward needs")
+        return self._saved
 
     def mark_non_differentiable(self, *outputs):
         self.non_differentiable = outputs
@@ -57,6 +69,16 @@ class Op:
             for an output that received no gradient (possible only for ops with several outputs).
     """
 
+    read_only_inputs = True   # see __init_subclass__
+
+    def __init_subclass__(cls, **kwargs):
+        """Ops defined outside minigrad get read-only views of their inputs in forward (on the
+        CPU), so one that writes into an input fails loudly. minigrad's own ops skip the views
+        to save their cost on every call; tests/test_inplace.py runs them with the views."""
+        super().__init_subclass__(**kwargs)
+        if "read_only_inputs" not in cls.__dict__:
+            cls.read_only_inputs = not cls.__module__.startswith("minigrad.")
+
     @classmethod
     def name(cls):
         return cls.__name__.lower()
@@ -76,26 +98,34 @@ class Op:
         Numbers and arrays among the inputs become constant tensors next to the first tensor.
         None stands for an absent optional input: forward receives None, it needs no gradient
         and backward returns None for it. Outputs that are not floating point, or that forward
-        marked non-differentiable, are constants. This runs for every op, so it is written as
-        plain loops with few calls.
+        marked non-differentiable, are constants. forward gets read-only views of the input
+        arrays (on the CPU), and an output that views an input's memory shares its version
+        counter. This runs for every op, so it is written as plain loops with few calls.
         """
         inputs, backend, wants_grad = _as_inputs(cls, inputs)
         recording = wants_grad and autograd.is_grad_enabled()
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
-        ctx = Context(backend, needs)
-        arrays = [None if x is None else x.data for x in inputs]
-        result = cls.forward(ctx, *arrays, **attrs)
+        ctx = Context(backend, needs, cls)
+        arrays = ([None if x is None else _read_only(x.data) for x in inputs]
+                  if cls.read_only_inputs else [None if x is None else x.data for x in inputs])
+        try:
+            result = cls.forward(ctx, *arrays, **attrs)
+        except ValueError as error:   # NumPy's words for a write into a read-only input
+            if "read-only" not in str(error):
+                raise
+            raise _wrote_input(cls, error) from None
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
         if not recording:
-            wrapped = tuple([Tensor.from_array(out, backend) for out in outputs])
+            wrapped = tuple([_constant(out, backend, inputs) for out in outputs])
             return wrapped if is_tuple else wrapped[0]
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
         wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                         else Tensor.from_array(out, backend) for i, out in enumerate(outputs)])
+                         else _constant(out, backend, inputs, node.output_counters[i])
+                         for i, out in enumerate(outputs)])
         tape = autograd.active_tape()
         if tape is not None:
             tape.append(node, wrapped, attrs)
@@ -120,6 +150,33 @@ def _as_inputs(op, inputs):
             raise device_mismatch(op.name(), [t for t in inputs if t is not None])
         wants_grad = wants_grad or x.requires_grad
     return inputs, backend or default_backend, wants_grad
+
+
+def _wrote_input(op, error):
+    return ValueError(f"{op.name()}.forward tried to write into an input array ({error}); the "
+                      "arrays forward gets are read-only views of the input tensors. Compute into "
+                      "a new array instead (y = x + 1, not x += 1)")
+
+
+def _read_only(array):
+    """A read-only view of a NumPy array, so that a forward writing into its input fails
+    loudly instead of changing the caller's tensor. (CuPy has no such flag: on the GPU, forward
+    gets the array itself.)"""
+    if type(array) is not numpy.ndarray:
+        return array
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
+def _constant(array, backend, inputs, counter=None):
+    """An output that gets no gradient; a view of an input's memory shares its counter."""
+    t = Tensor.from_array(array, backend)
+    if counter is not None:
+        t._version_counter = counter
+    elif array.base is not None:
+        t._version_counter = version.output_counter(array, inputs)
+    return t
 
 
 def _backend_array(output, backend, op):

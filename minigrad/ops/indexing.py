@@ -5,13 +5,16 @@ Basic indices (ints, slices, None, Ellipsis) pick a view; integer arrays and boo
 The gradient of a gather is a scatter-add: every output element adds its gradient to the
 input element it was read from, so repeated indices accumulate. `IndexAdd` does that scatter as
 an op of its own whose backward is the gather again, which makes x[index] differentiable to any
-order.
+order. `IndexPut` is assignment, `x[index] = value`, out of place: what `Tensor.__setitem__`,
+`copy_` and `fill_` record when autograd follows them (minigrad/inplace.py).
 
 Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
 out-of-range index, but CuPy's gather wraps it around silently.
 """
 from ..tensor import Tensor
+from ._shapes import unbroadcast
 from .base import Op
+from .elementwise import where
 
 
 def _component(x, part):
@@ -107,6 +110,28 @@ class IndexAdd(Op):
     @staticmethod
     def backward(ctx, gg):
         return GetItem.apply(gg, index=ctx.index, gathers=ctx.gathers)
+
+
+class IndexPut(Op):
+    """A copy of x with `value` (broadcast) written at `index`;  dx = g with 0 at the written
+    places, dvalue = g[index] summed down to value's shape."""
+
+    @staticmethod
+    def forward(ctx, x, value, index, gathers):
+        ctx.index, ctx.gathers, ctx.value_shape = index, gathers, value.shape
+        out = x.copy()
+        out[index] = value
+        ctx.written = ctx.xp.zeros(x.shape, dtype=bool)
+        ctx.written[index] = True
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        need_x, need_value = ctx.needs_input_grad
+        dx = where(ctx.written, 0, g) if need_x else None
+        dvalue = (unbroadcast(GetItem.apply(g, index=ctx.index, gathers=ctx.gathers),
+                              ctx.value_shape) if need_value else None)
+        return dx, dvalue
 
 
 def getitem(x, index):

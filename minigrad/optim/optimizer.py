@@ -4,9 +4,10 @@ A subclass gives its defaults and writes `_update(param, grad, state, group)`: a
 parameter's backend (`param.backend.xp`) that changes `param.data` in place. Updates never go on
 the tape (they touch arrays, not tensors), never write into `grad` (a gradient array may be
 shared), and take their temporaries from `_work_arrays`, so a step allocates nothing after the
-first one.
+first one. `step` bumps each updated parameter's version counter, so a backward through a graph
+that saved the old values is an error (minigrad/version.py).
 """
-from .. import autograd
+from .. import autograd, version
 from ..tensor import Tensor
 
 
@@ -73,6 +74,7 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is not None:
                     self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
+                    version.bump_version(p)   # p changed in place: graphs that saved it know
         return loss
 
     def _update(self, param, grad, state, group):

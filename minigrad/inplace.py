@@ -1,0 +1,183 @@
+"""In-place operations: `x += y`, `x.add_(y)`, `x.copy_(y)`, `x[index] = y`, ... as in PyTorch.
+
+Every one of them changes `x`'s memory (so `x.detach()` and views of `x` see the change) and
+bumps its version counter (minigrad/version.py). With autograd:
+
+- grad mode off (`with mg.no_grad():`): the numbers change and nothing is recorded. This is how
+  a training loop updates its parameters: `w -= lr * w.grad` keeps `w` the same leaf.
+- grad mode on, `x` a leaf that requires grad: an error, as in PyTorch (the gradient of the
+  leaf's old value would have nowhere to go).
+- grad mode on, `x` or the value requiring grad: the op is recorded out of place, from a copy
+  of `x`'s old value, the result is written into `x`'s memory, and `x` moves to the new node:
+  `x.grad_fn` is the in-place op, whose input is the old value ("rebasing" its history, as
+  PyTorch does). Nodes recorded before keep the old value's place in the graph; those that
+  saved the old value for backward find its version changed and raise.
+- minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
+  rewrites the view's history as well); that is a clear error.
+"""
+from . import autograd, ops
+from .ops.indexing import IndexPut, normalize_index
+from .tensor import Tensor
+from .version import bump_version
+
+_ARITHMETIC = {"add_": ops.add, "sub_": ops.sub, "mul_": ops.mul, "div_": ops.div}
+_UFUNC = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
+
+
+def arithmetic(x, name, other, alpha=1):
+    """x <- x (+ - * /) other, other broadcast to x's shape; add_ and sub_ scale it by alpha."""
+    value = _operand(x, name, other)
+    if alpha != 1:
+        value = value * alpha
+    xp = x._backend.xp
+    true_division = (1.0,) if name == "div_" else ()   # an integer / an integer is a float
+    _check_fits(x, name, value, xp.result_type(x.data, _raw(value), *true_division))
+    if _records(x, name, [value]):
+        new = _ARITHMETIC[name](_old_value(x), value)
+        _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
+    else:
+        getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.data,
+                                  casting="same_kind")
+    bump_version(x)
+    return x
+
+
+def assign(x, name, index, value):
+    """x[index] <- value (copy_, fill_ and zero_ assign to x[...]), cast to x's dtype."""
+    if name == "fill_" and isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"fill_: the value must be a number or a 0-d tensor, got a tensor of "
+                           f"shape {value.shape}")
+    value = _operand(x, name, value)
+    parts, gathers = normalize_index(x, index)
+    if _records(x, name, [value]):
+        if isinstance(value, Tensor) and value.dtype != x.dtype:
+            value = value.astype(x.dtype)
+        _rebase(x, IndexPut.apply(_old_value(x), value, index=parts, gathers=gathers))
+    else:
+        try:
+            _writable(x, name)[parts] = _raw(value)
+        except (ValueError, IndexError) as error:
+            raise type(error)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
+                              f"tensor of shape {x.shape} at index {index!r}: {error}") from None
+    bump_version(x)
+    return x
+
+
+def clamp(x, min=None, max=None):
+    """x <- min(max(x, min), max); values outside get the gradient 0, as in PyTorch."""
+    if min is None and max is None:
+        raise RuntimeError("clamp_: at least one of min and max must be given")
+    bounds = [b for b in (min, max) if b is not None]
+    if not all(isinstance(b, (int, float)) for b in bounds):
+        raise TypeError(f"clamp_: min and max must be numbers, got "
+                        f"{[type(b).__name__ for b in bounds]}")
+    xp = x._backend.xp
+    _check_fits(x, "clamp_", bounds[0], xp.result_type(x.data, *bounds))
+    if _records(x, "clamp_", []):
+        new = _old_value(x)
+        if min is not None:
+            new = ops.where(new < min, min, new)
+        if max is not None:
+            new = ops.where(new > max, max, new)
+        _rebase(x, new)
+    else:
+        xp.clip(_writable(x, "clamp_"), min, max, out=x.data)
+    bump_version(x)
+    return x
+
+
+def check_grad_assignment(tensor, grad):
+    """`tensor.grad = grad` takes a Tensor of the tensor's device, dtype and shape (PyTorch's
+    rule): anything else would be broadcast or cast silently by the next optimizer step."""
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{type(grad).__name__}")
+    for what, mine, given in (("device", tensor.device, grad.device),
+                              ("dtype", tensor.dtype, grad.dtype),
+                              ("shape", tensor.shape, grad.shape)):
+        if mine != given:
+            raise RuntimeError(f"assigned grad has data of a different {what}: the tensor's "
+                               f"{what} is {mine}, the gradient's is {given}")
+
+
+def _records(x, name, values):
+    """Whether this in-place change goes on the tape; raises where PyTorch would refuse."""
+    if not autograd.is_grad_enabled():
+        return False
+    if x.requires_grad and x._node is None:
+        raise RuntimeError(
+            f"{name}: a leaf Variable that requires grad is being used in an in-place operation "
+            f"(a tensor of shape {x.shape}). Change it under `with mg.no_grad():`, as optimizers "
+            "do, or change a copy")
+    if not (x.requires_grad or any(isinstance(v, Tensor) and v.requires_grad for v in values)):
+        return False
+    if x._version_counter.has_views:
+        raise RuntimeError(
+            f"{name}: the tensor (shape {x.shape}) shares its memory with a view made by an op, "
+            "and minigrad cannot rebase the history of both in a graph. Use the out-of-place "
+            "op (y = y + 1), or change a copy")
+    return True
+
+
+def _old_value(x):
+    """x's value before the change, in memory of its own, at x's place in the graph."""
+    old = Tensor.from_array(x.data.copy(), x._backend)
+    old.requires_grad, old._node, old._index = x.requires_grad, x._node, x._index
+    return old
+
+
+def _rebase(x, new):
+    """x takes new's value (into x's own memory) and new's place in the graph."""
+    _writable(x, "in-place")
+    x.data[...] = new.data
+    x.requires_grad, x._node, x._index = new.requires_grad, new._node, new._index
+
+
+def _writable(x, name):
+    """x's array, ready to be written: an op's output that views its input's memory comes
+    read-only from Op.apply (the view forward got), and is made writable here, as the memory
+    it views is; a broadcast view, whose elements share memory, cannot be written."""
+    data = x.data
+    if not getattr(data.flags, "writeable", True):
+        if any(step == 0 and n > 1 for step, n in zip(data.strides, data.shape, strict=True)):
+            raise RuntimeError(f"{name}: more than one element of the tensor (shape {x.shape}) "
+                               "refers to a single memory location (it is a broadcast view); "
+                               "change a copy instead")
+        data.flags.writeable = True
+    return data
+
+
+def _operand(x, name, value):
+    """`value` as a tensor on x's device, or a number as it is."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if not isinstance(value, Tensor):
+        value = Tensor(value, device=x.device)
+    if value.device != x.device:
+        raise RuntimeError(f"{name}: the value is on {value.device} but the tensor (shape "
+                           f"{x.shape}) is on {x.device}")
+    return value
+
+
+def _check_fits(x, name, value, result_dtype):
+    """The result has x's shape and a dtype x can hold without changing kind (PyTorch's rule:
+    an integer tensor cannot take a float result in place)."""
+    xp = x._backend.xp
+    if not xp.can_cast(result_dtype, x.dtype, casting="same_kind"):
+        raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
+                           f"dtype {x.dtype}")
+    try:
+        fits = xp.broadcast_shapes(x.shape, _shape(value)) == x.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"{name}: a value of shape {_shape(value)} does not broadcast to the "
+                           f"tensor's shape {x.shape}")
+
+
+def _raw(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _shape(value):
+    return value.shape if isinstance(value, Tensor) else ()

@@ -1,0 +1,80 @@
+"""Version counters: how backward knows that a value it saved was changed in place since.
+
+Every tensor has a counter; every in-place change (`x += 1`, `x.mul_(2)`, `x[0] = 5`,
+`x.zero_()`, an optimizer's step) adds one to it. Tensors that share memory share one counter,
+as in PyTorch: `x.detach()`, and the outputs of ops that return a view of an input's memory
+(reshape, transpose, basic indexing such as `x[1:3]`). When a recorded op saves an input or an
+output for its backward, the node remembers that tensor's counter and its value then; backward
+through the node compares, and a change is an error that names the op and the tensor, instead
+of a gradient silently computed from the wrong numbers.
+"""
+
+
+class VersionCounter:
+    """How many times the memory of a tensor (and of the tensors sharing it) was changed in
+    place. `has_views` marks memory that some op's output views: minigrad cannot move the
+    history of such a tensor to an in-place op (see minigrad/inplace.py)."""
+
+    __slots__ = ("value", "has_views")
+
+    def __init__(self):
+        self.value = 0
+        self.has_views = False
+
+
+def bump_version(tensor):
+    """Count one in-place change of `tensor`'s memory (in-place ops call it, and so does code
+    that writes `.data` itself, such as the optimizers' steps)."""
+    tensor._version_counter.value += 1
+
+
+def viewed_input(array, tensors):
+    """The position of the tensor among `tensors` whose memory `array` is a view of, or None.
+    (NumPy and CuPy point a view's `.base` at the array that owns the memory.)"""
+    owner = getattr(array, "base", None)   # None too for a saved None or number
+    if owner is not None:
+        for i, t in enumerate(tensors):
+            if t is not None and (t.data is owner or t.data.base is owner):
+                return i
+    return None
+
+
+def output_counter(array, inputs):
+    """The counter for an op's output `array`: its input's if it views that input's memory."""
+    i = viewed_input(array, inputs)
+    if i is None:
+        return VersionCounter()
+    inputs[i]._version_counter.has_views = True
+    return inputs[i]._version_counter
+
+
+def remember(sources, inputs, output_counters):
+    """(counter, value then, what it is, shape) for each saved input or output of a node, and
+    for saved views of an input; `sources` are the node's (kind, where, index) triples."""
+    saved = []
+    for kind, where, index in sources:
+        if kind == "input":
+            tensor = inputs[where]
+            if tensor is not None:   # a saved None stands for an absent optional input
+                saved.append((tensor._version_counter, tensor._version_counter.value,
+                              f"input {where}", tensor.shape))
+        elif kind == "output":
+            counter = output_counters[index]
+            saved.append((counter, counter.value, f"output {index}", where.shape))
+        elif viewed_input(where, inputs) is not None:
+            i = viewed_input(where, inputs)
+            counter = inputs[i]._version_counter
+            saved.append((counter, counter.value, f"a view of input {i}", where.shape))
+    return tuple(saved)
+
+
+def check_unchanged(node, saved):
+    """Raise if a tensor `node` saved for backward was changed in place after forward."""
+    for counter, version, what, shape in saved:
+        if counter.value != version:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {what} of {node.name} (node {node.seq}), a tensor of shape "
+                f"{tuple(shape)}, is at version {counter.value}; expected version {version}, "
+                f"the version {node.name} saved in forward. Make the in-place change after the "
+                "backward, or on a copy (x * 1), or compute the value again after it")
