@@ -77,4 +77,4 @@ def check_unchanged(node, saved):
                 f"inplace operation: {what} of {node.name} (node {node.seq}), a tensor of shape "
                 f"{tuple(shape)}, is at version {counter.value}; expected version {version}, "
                 f"the version {node.name} saved in forward. Make the in-place change after the "
-                "backward, or on a copy (x * 1), or compute the value again after it")
+                "backward, or on a copy (mg.ops.clone(x)), or compute the value again after it")
