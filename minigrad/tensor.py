@@ -88,27 +88,26 @@ class Tensor:
         if backend is None:
             backend = backend_of(array)
         t = object.__new__(cls)
-        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend = (
-            array, False, None, None, 0, backend)
-        t._version_counter = VersionCounter()
+        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+            array, False, None, None, 0, backend, VersionCounter())
         return t
 
     @classmethod
     def _from_node(cls, array, node, index):
         """Output `index` of a recorded node."""
         t = object.__new__(cls)
-        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend = (
-            array, True, None, node, index, node.ctx.backend)
-        t._version_counter = node.output_counters[index]
+        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+            array, True, None, node, index, node.ctx.backend, node.output_counters[index])
         return t
 
     def _alias(self):
         """Another Tensor object for this value (same data, graph position and counter): what
         a node keeps of a non-leaf input, so an in-place op that later moves this tensor to a
         new node leaves the recorded graph as it was."""
-        t = Tensor.from_array(self.data, self._backend)
-        t.requires_grad, t._node, t._index = self.requires_grad, self._node, self._index
-        t._version_counter = self._version_counter
+        t = object.__new__(Tensor)
+        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+            self.data, self.requires_grad, None, self._node, self._index, self._backend,
+            self._version_counter)
         return t
 
     def _without_data(self):

@@ -195,7 +195,8 @@ def _backend_array(output, backend, op):
 def _differentiable(output, ctx):
     """Whether an output gets a gradient: floating point (an integer or boolean result, such as a
     cast to int64, is a constant) and not marked with ctx.mark_non_differentiable."""
-    return output.dtype.kind == "f" and all([output is not c for c in ctx.non_differentiable])
+    return output.dtype.kind == "f" and (not ctx.non_differentiable or all(
+        [output is not c for c in ctx.non_differentiable]))
 
 
 def device_mismatch(name, tensors):
