@@ -25,7 +25,8 @@ from .activation import (
                          softplus,
 )
 from .base import Op
-from .conv import Conv2d, conv2d
+from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
+from .conv_functions import conv1d, conv2d, conv_transpose2d
 from .device import ToDevice, to_device
 from .elementwise import (
                          Add,

@@ -1,48 +1,93 @@
-"""2-D convolution (cross-correlation, as in PyTorch) by im2col and matrix products.
+"""2-D convolution (cross-correlation, as in PyTorch), its transpose and its weight gradient, by
+im2col and matrix products.
 
 With cols (C*kh*kw, Ho*Wo*N) the im2col matrix of the padded input (the windows `unfold(x)`,
-layout in window.py), the weight viewed as W (O, C*kh*kw) and g the output gradient viewed as
-(O, Ho*Wo*N):
+layout in window.py, dilation included), the weight viewed as W (O, C*kh*kw) and g the output
+gradient viewed as (O, Ho*Wo*N):
 
     out = W @ cols  (+ bias per output channel)          -> (O, Ho, Wo, N), NCHW by a transpose
     dW  = g @ cols^T
     dx  = fold(W^T @ g)                                   (col2im, the adjoint of unfold)
     db  = sum of g over N, Ho, Wo
 
+Groups split the C inputs and O outputs into G blocks, group k's outputs reading only its inputs:
+the weight is (O, C/G, kh, kw) and each formula holds per group, on the group's channel slices
+of the windows, weight and g (one kernel call per group: faster than one batched product over
+the groups, benchmarks/README.md). The three products are three ops, each the others' derivative,
+so every derivative order runs the same kernels:
+
+    Conv2d(x, W)           = W @ unfold(x)     dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g)
+    ConvTranspose2d(y, W)  = fold(W^T @ y)     dy = Conv2d(g, W),           dW = Conv2dWeight(g, y)
+    Conv2dWeight(x, g)     = g @ unfold(x)^T   dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U)
+
 The products run in the backend's "conv2d" kernel (on the CPU it builds cols in cache-sized
 blocks: backends/numpy_conv.py). The result lands in one (O, Ho, Wo, N) array, so the NCHW output
 is a transposed view, not a copy, and the layers after it (batch norm, ReLU, pooling, the next
 im2col) work on that channels-first layout without reordering it.
 """
-from .. import autograd
-from ..tensor import Tensor
 from .base import Op
-from .window import Fold, Unfold, fold_windows, output_size, pair, sliding_windows
+from .window import NO_DILATION, fold_windows, output_size, sliding_windows
 
 
-def _check(x, weight, bias):
+def check_conv(op, x, weight, bias, groups, channels_of):
+    """The shapes of a convolution's inputs: 4-D x and weight, groups dividing the channels,
+    x's channels matching `channels_of(weight)`, bias one per output channel."""
     if weight.ndim != 4:
-        raise ValueError(f"conv2d: weight must be 4-D (out_channels, in_channels, kh, kw), got "
-                         f"shape {weight.shape}")
-    if x.ndim != 4 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"conv2d: input of shape {x.shape} does not fit weight of shape "
-                         f"{weight.shape}: expected (N, {weight.shape[1]}, H, W)")
-    if bias is not None and bias.shape != weight.shape[:1]:
-        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},) for weight of "
-                         f"shape {weight.shape}, got {bias.shape}")
+        raise ValueError(f"{op}: weight must be 4-D, got shape {weight.shape}")
+    if weight.shape[0] % groups:
+        raise ValueError(f"{op}: groups={groups} does not divide the weight's first axis "
+                         f"({weight.shape[0]}; weight of shape {weight.shape})")
+    expected, grouped = channels_of(weight), "" if groups == 1 else f" with groups={groups}"
+    if x.ndim != 4 or x.shape[1] != expected:
+        raise ValueError(f"{op}: input of shape {x.shape} does not fit weight of shape "
+                         f"{weight.shape}{grouped}: expected (N, {expected}, H, W)")
+    outputs = weight.shape[0] if op == "conv2d" else weight.shape[1] * groups
+    if bias is not None and bias.shape != (outputs,):
+        raise ValueError(f"{op}: bias must have shape ({outputs},) for weight of shape "
+                         f"{weight.shape}{grouped}, got {bias.shape}")
+
+
+def _by_group(xp, groups, product, *parts):
+    """product(*slices) of each group's slice (along axis 0) of every part, joined along axis 0;
+    the one call product(*parts) when groups == 1."""
+    if groups == 1:
+        return product(*parts)
+    pieces = zip(*(xp.split(part, groups, axis=0) for part in parts))
+    return xp.concatenate([product(*piece) for piece in pieces], axis=0)
+
+
+def _windows(ctx, x, kernel, shape=None):
+    """The windows of x for ctx's geometry, cut to the (Ho, Wo) of `shape` when given (a
+    transposed conv with output_padding >= stride has an output with windows to spare)."""
+    windows = sliding_windows(ctx.xp, x, kernel, ctx.geometry["stride"],
+                              ctx.geometry["padding"], dilation=ctx.geometry["dilation"])
+    if shape is not None and windows.shape[3:5] != shape[2:]:
+        windows = windows[:, :, :, :shape[2], :shape[3]]
+    return windows
+
+
+def _crop(t, shape):
+    """t cut to the spatial size of `shape` (the same reason as in _windows)."""
+    return t if t.shape[2:] == shape[2:] else t[:, :, :shape[2], :shape[3]]
+
+
+def _geometry(ctx, stride, padding, dilation, groups):
+    ctx.geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return ctx.geometry
 
 
 class Conv2d(Op):
-    """conv2d(x (N, C, H, W), weight (O, C, kh, kw), bias (O,) or None) -> (N, O, Ho, Wo);
-    out = W @ unfold(x) + b,  dW = g @ cols^T,  dx = fold(W^T @ g),  db = sum(g)."""
+    """conv2d(x (N, C, H, W), weight (O, C/G, kh, kw), bias (O,) or None) -> (N, O, Ho, Wo);
+    out = W @ unfold(x) + b,  dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g),  db = sum(g)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, *, stride, padding):
-        _check(x, weight, bias)
-        ctx.kernel, ctx.stride, ctx.padding = weight.shape[2:], stride, padding
-        output_size("conv2d", x.shape, ctx.kernel, stride, padding)   # a clear error if none
-        windows = sliding_windows(ctx.xp, x, ctx.kernel, stride, padding)   # unfold(x), a view
-        out = ctx.backend.kernel("conv2d").forward(weight, windows)   # W @ cols: (O, Ho, Wo, N)
+    def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
+        check_conv("conv2d", x, weight, bias, groups, lambda w: w.shape[1] * groups)
+        _geometry(ctx, stride, padding, dilation, groups)
+        output_size("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
+        windows = _windows(ctx, x, weight.shape[2:])   # unfold(x), a view
+        kernel = ctx.backend.kernel("conv2d")
+        out = _by_group(ctx.xp, groups, kernel.forward, weight, windows)   # (O, Ho, Wo, N)
         if bias is not None:
             out += bias.reshape(-1, 1, 1, 1)
         ctx.save(x, weight)
@@ -52,42 +97,66 @@ class Conv2d(Op):
     def backward(ctx, g):
         x, weight = ctx.saved
         need_x, need_w, need_b = ctx.needs_input_grad
-        db = g.sum(axis=(0, 2, 3)) if need_b else None
-        if autograd.is_grad_enabled():   # create_graph: the same formulas as differentiable ops
-            return Conv2d._graph_backward(ctx, g, x, weight, need_x, need_w) + (db,)
-        xp, kernel = ctx.xp, ctx.backend.kernel("conv2d")
-        g_cols = g.data.transpose(1, 2, 3, 0)   # (O, Ho, Wo, N): free when g kept the layout
-        dx = dw = None
-        if need_x:
-            dwindows = kernel.input_grad(weight.data, g_cols)   # W^T @ g
-            dx = fold_windows(xp, dwindows, x.shape, ctx.stride, ctx.padding)
-        if need_w:
-            windows = sliding_windows(xp, x.data, ctx.kernel, ctx.stride, ctx.padding)
-            dw = kernel.weight_grad(g_cols, windows, weight.dtype)   # g @ cols^T
-        return _constant(dx, g), _constant(dw, g), db
+        dx = ConvTranspose2d.apply(g, weight, None, size=x.shape[2:], **ctx.geometry) \
+            if need_x else None
+        dw = Conv2dWeight.apply(x, g, kernel=weight.shape[2:], **ctx.geometry) if need_w else None
+        return dx, dw, g.sum(axis=(0, 2, 3)) if need_b else None
+
+
+class ConvTranspose2d(Op):
+    """conv_transpose2d(y (N, I, H, W), weight (I, O/G, kh, kw), bias (O,) or None, size)
+    -> (N, O, *size), the adjoint of conv2d with that weight;
+    out = fold(W^T @ y) + b,  dy = Conv2d(g, W),  dW = Conv2dWeight(g, y),  db = sum(g)."""
 
     @staticmethod
-    def _graph_backward(ctx, g, x, weight, need_x, need_w):
-        """(dx, dW) written with ops, so they depend on x, weight and g through the graph."""
-        (n, o, ho, wo), contraction = g.shape, weight.numel() // weight.shape[0]
-        g2 = g.permute(1, 2, 3, 0).reshape((o, -1))   # (O, Ho*Wo*N)
-        dx = dw = None
-        if need_x:
-            dcols = (weight.reshape((o, contraction)).T @ g2).reshape(
-                weight.shape[1:] + (ho, wo, n))
-            dx = Fold.apply(dcols, in_shape=x.shape, stride=ctx.stride, padding=ctx.padding)
-        if need_w:
-            cols = Unfold.apply(x, kernel=ctx.kernel, stride=ctx.stride, padding=ctx.padding)
-            dw = (g2 @ cols.reshape((contraction, -1)).T).reshape(weight.shape)
-        return dx, dw
+    def forward(ctx, y, weight, bias, *, size, stride, padding, dilation=NO_DILATION, groups=1):
+        check_conv("conv_transpose2d", y, weight, bias, groups, lambda w: w.shape[0])
+        _geometry(ctx, stride, padding, dilation, groups)
+        n, channels = y.shape[0], weight.shape[1] * groups
+        fits = output_size("conv_transpose2d", (n, channels) + tuple(size), weight.shape[2:],
+                           stride, padding, dilation)
+        if fits[0] < y.shape[2] or fits[1] < y.shape[3]:
+            raise ValueError(f"conv_transpose2d: an output of size {tuple(size)} holds only "
+                             f"{fits} windows, fewer than the input's {y.shape[2:]}")
+        kernel = ctx.backend.kernel("conv2d")
+        y_cols = y.transpose(1, 2, 3, 0)   # (I, H, W, N): free when y has conv2d's layout
+        dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
+        out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
+                           dilation)
+        if bias is not None:
+            out += bias.reshape(1, -1, 1, 1)
+        ctx.save(y, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        y, weight = ctx.saved
+        need_y, need_w, need_b = ctx.needs_input_grad
+        dy = _crop(Conv2d.apply(g, weight, None, **ctx.geometry), y.shape) if need_y else None
+        dw = Conv2dWeight.apply(g, y, kernel=weight.shape[2:], **ctx.geometry) if need_w else None
+        return dy, dw, g.sum(axis=(0, 2, 3)) if need_b else None
 
 
-def _constant(array, like):
-    return None if array is None else Tensor.from_array(array, like.backend)
+class Conv2dWeight(Op):
+    """conv2d's weight gradient: x (N, C, H, W) and g (N, O, Ho, Wo) -> (O, C/G, kh, kw);
+    out = g @ unfold(x)^T,  dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U)."""
 
+    @staticmethod
+    def forward(ctx, x, g, *, kernel, stride, padding, dilation=NO_DILATION, groups=1):
+        _geometry(ctx, stride, padding, dilation, groups)
+        windows = _windows(ctx, x, kernel, g.shape)
+        g_cols = g.transpose(1, 2, 3, 0)   # (O, Ho, Wo, N): free when g kept the layout
+        dtype = ctx.xp.result_type(x.dtype, g.dtype)
+        conv = ctx.backend.kernel("conv2d")
+        ctx.save(x, g)
+        return _by_group(ctx.xp, groups, lambda g_k, windows_k: conv.weight_grad(
+            g_k, windows_k, dtype), g_cols, windows)
 
-def conv2d(x, weight, bias=None, stride=1, padding=0):
-    """2-D cross-correlation of NCHW `x` with `weight` (out, in, kh, kw), as in PyTorch;
-    `stride` and `padding` (zeros) are ints or (height, width) pairs."""
-    stride, padding = pair("conv2d", "stride", stride, 1), pair("conv2d", "padding", padding, 0)
-    return Conv2d.apply(x, weight, bias, stride=stride, padding=padding)
+    @staticmethod
+    def backward(ctx, u):
+        x, g = ctx.saved
+        need_x, need_g = ctx.needs_input_grad
+        dx = ConvTranspose2d.apply(g, u, None, size=x.shape[2:], **ctx.geometry) \
+            if need_x else None
+        dg = _crop(Conv2d.apply(x, u, None, **ctx.geometry), g.shape) if need_g else None
+        return dx, dg

@@ -1,10 +1,18 @@
 """Joining and padding: concatenate, stack, pad.
 
 Each output element is a copy of one input element, so each backward cuts the gradient back
-into the pieces it came from with basic slicing (`getitem`, itself differentiable).
+into the pieces it came from with basic slicing (`getitem`, itself differentiable). Padding by
+reflection, edge replication or wrapping copies input elements into the border: along each
+padded axis it is a gather (`getitem` with the indices numpy.pad gives arange(n)), whose
+gradient is the scatter-add of the border back onto the elements it copied.
 """
+import numpy
+
 from ._shapes import normalize_axes
 from .base import Op
+from .indexing import getitem
+
+PAD_MODES = ("constant", "reflect", "edge", "wrap")   # PyTorch: zeros, reflect, replicate, circular
 
 
 def _axis(op, axis, ndim):
@@ -126,6 +134,28 @@ def stack(tensors, axis=0):
     return Stack.apply(*tensors, axis=axis)
 
 
-def pad(x, pad_width, value=0.0):
-    """Constant padding with NumPy's `pad_width`: numpy.pad(x, pad_width, constant_values=value)."""
-    return Pad.apply(x, pad_width=pad_width, value=value)
+def pad(x, pad_width, value=0.0, mode="constant"):
+    """numpy.pad(x, pad_width, mode) with NumPy's `pad_width`: mode "constant" fills with
+    `value`; "reflect" mirrors without repeating the edge, "edge" repeats it, "wrap" is circular.
+    As in PyTorch, a reflected pad is shorter than its axis and a wrapped one at most as long."""
+    if mode == "constant":
+        return Pad.apply(x, pad_width=pad_width, value=value)
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {PAD_MODES}, not {mode!r}")
+    for axis, (before, after) in enumerate(pad_pairs("pad", pad_width, x.ndim)):
+        if before or after:
+            x = getitem(x, (slice(None),) * axis + (_source_indices(mode, x.shape, axis,
+                                                                    before, after),))
+    return x
+
+
+def _source_indices(mode, shape, axis, before, after):
+    """For each position of the padded `axis`, the index of the element it copies."""
+    n, widest = shape[axis], max(before, after)
+    fits, needs = {"reflect": (widest < n, "pad widths below the axis length"),
+                   "wrap": (widest <= n, "pad widths at most the axis length"),
+                   "edge": (n > 0, "a non-empty axis")}[mode]
+    if not fits:
+        raise ValueError(f"pad: mode {mode!r} needs {needs}, but axis {axis} of shape {shape} "
+                         f"has length {n} and pad ({before}, {after})")
+    return numpy.pad(numpy.arange(n), (before, after), mode)

@@ -1,12 +1,13 @@
 """Sliding windows over the spatial axes of NCHW arrays: im2col (`Unfold`) and its adjoint
-col2im (`Fold`), shared by conv2d and the pooling ops.
+col2im (`Fold`), shared by conv2d, its transpose and the pooling ops.
 
-Window layout. The windows of x (N, C, H, W) padded by (ph, pw), with kernel (kh, kw) and
-stride (sh, sw), form an array of shape (C, kh, kw, Ho, Wo, N) with
+Window layout. The windows of x (N, C, H, W) padded by (ph, pw), with kernel (kh, kw), stride
+(sh, sw) and dilation (dh, dw), form an array of shape (C, kh, kw, Ho, Wo, N) with
 
-    windows[c, i, j, y, x, n] = padded[n, c, y*sh + i, x*sw + j],
-    Ho = (H + 2 ph - kh) // sh + 1,   Wo = (W + 2 pw - kw) // sw + 1.
+    windows[c, i, j, y, x, n] = padded[n, c, y*sh + i*dh, x*sw + j*dw],
+    Ho = (H + 2 ph - dh*(kh - 1) - 1) // sh + 1,   Wo likewise.
 
+A padding entry may also be a (before, after) pair (asymmetric padding: pooling's ceil_mode).
 The batch axis comes last: the padded input is kept as a (C, H, W, N) array, so a window
 row (fixed c, i, j, y) is one contiguous run of Wo*N numbers. Copying the windows into the
 im2col matrix (C*kh*kw, Ho*Wo*N) and adding them back (col2im) then move long runs instead
@@ -14,6 +15,8 @@ of Wo-long snippets, and conv2d's matmul result (O, Ho*Wo*N) is NCHW after one f
 """
 from .base import Op
 from .join import constant_pad, interior
+
+NO_DILATION = (1, 1)
 
 
 def pair(op, name, value, minimum):
@@ -25,53 +28,62 @@ def pair(op, name, value, minimum):
     return values
 
 
-def output_size(op, shape, kernel, stride, padding):
+def sides(padding):
+    """Per-axis padding as (before, after) pairs: an int entry pads both sides alike."""
+    return tuple((p, p) if isinstance(p, int) else tuple(p) for p in padding)
+
+
+def output_size(op, shape, kernel, stride, padding, dilation=NO_DILATION):
     """(Ho, Wo) of the windows of an NCHW `shape`; an error naming `op` when none fits."""
     if len(shape) != 4:
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {tuple(shape)}")
-    sizes = tuple((n + 2 * p - k) // s + 1
-                  for n, k, s, p in zip(shape[2:], kernel, stride, padding))
+    sizes = tuple((n + before + after - d * (k - 1) - 1) // s + 1 for n, k, s, (before, after), d
+                  in zip(shape[2:], kernel, stride, sides(padding), dilation))
     if min(sizes) < 1:
-        raise ValueError(f"{op}: kernel {kernel} is larger than the input {tuple(shape[2:])} "
-                         f"padded by {padding}")
+        extent = "" if dilation == NO_DILATION else f" dilated by {tuple(dilation)}"
+        raise ValueError(f"{op}: kernel {tuple(kernel)}{extent} is larger than the input "
+                         f"{tuple(shape[2:])} padded by {tuple(padding)}")
     return sizes
 
 
-def sliding_windows(xp, x, kernel, stride, padding, value=0):
+def sliding_windows(xp, x, kernel, stride, padding, value=0, dilation=NO_DILATION):
     """The (C, kh, kw, Ho, Wo, N) window view of x padded with `value` (see the module doc).
 
     x is copied once into a C-ordered (C, H + 2 ph, W + 2 pw, N) array unless it already is
     one (a conv2d output is); the windows themselves are a stride-tricks view of that array.
     """
-    (kh, kw), (sh, sw) = kernel, stride
-    ho, wo = output_size("sliding_windows", x.shape, kernel, stride, padding)
-    (ph, pw) = padding
-    chwn = constant_pad(xp, x.transpose(1, 2, 3, 0), ((0, 0), (ph, ph), (pw, pw), (0, 0)), value)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    ho, wo = output_size("sliding_windows", x.shape, kernel, stride, padding, dilation)
+    chwn = constant_pad(xp, x.transpose(1, 2, 3, 0), ((0, 0),) + sides(padding) + ((0, 0),),
+                        value)
     c, _, _, n = chwn.shape
     s_c, s_h, s_w, s_n = chwn.strides
     return xp.lib.stride_tricks.as_strided(
-        chwn, shape=(c, kh, kw, ho, wo, n), strides=(s_c, s_h, s_w, s_h * sh, s_w * sw, s_n))
+        chwn, shape=(c, kh, kw, ho, wo, n),
+        strides=(s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw, s_n))
 
 
-def fold_windows(xp, windows, in_shape, stride, padding):
+def fold_windows(xp, windows, in_shape, stride, padding, dilation=NO_DILATION):
     """col2im: the (N, C, H, W) array that holds, at each input position, the sum of the
     window entries read from it (zero where no window reads); the adjoint of sliding_windows.
 
-    When the windows tile the input exactly (stride = kernel, no padding, nothing left over)
-    every position is read once and the sum is a reshape; otherwise one strided add per kernel
-    offset (kh*kw of them, each over all windows at once).
+    When the windows tile the input exactly (stride = kernel, no padding or dilation, nothing
+    left over) every position is read once and the sum is a reshape; otherwise one strided add
+    per kernel offset (kh*kw of them, each over all windows at once).
     """
     c, kh, kw, ho, wo, n = windows.shape
-    (sh, sw), (ph, pw) = stride, padding
+    (sh, sw), (dh, dw), pads = stride, dilation, sides(padding)
     h, w = in_shape[2:]
-    if (sh, sw) == (kh, kw) and (ph, pw) == (0, 0) and (ho * kh, wo * kw) == (h, w):
+    if ((sh, sw) == (kh, kw) and pads == ((0, 0), (0, 0)) and (dh, dw) == NO_DILATION
+            and (ho * kh, wo * kw) == (h, w)):
         chwn = windows.transpose(0, 3, 1, 4, 2, 5).reshape(c, h, w, n)
         return chwn.transpose(3, 0, 1, 2)
-    chwn = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=windows.dtype)
+    (top, bottom), (left, right) = pads
+    chwn = xp.zeros((c, h + top + bottom, w + left + right, n), dtype=windows.dtype)
     for i in range(kh):
         for j in range(kw):
-            chwn[:, i:i + sh * ho:sh, j:j + sw * wo:sw, :] += windows[:, i, j]
-    return chwn[interior(((0, 0), (ph, ph), (pw, pw), (0, 0)), (c, h, w, n))].transpose(3, 0, 1, 2)
+            chwn[:, i * dh:i * dh + sh * ho:sh, j * dw:j * dw + sw * wo:sw, :] += windows[:, i, j]
+    return chwn[interior(((0, 0),) + pads + ((0, 0),), (c, h, w, n))].transpose(3, 0, 1, 2)
 
 
 class Unfold(Op):
@@ -79,13 +91,14 @@ class Unfold(Op):
     dx = Fold(g), the sum of each window's gradient back at the positions it read."""
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding):
-        ctx.in_shape, ctx.stride, ctx.padding = x.shape, stride, padding
-        return sliding_windows(ctx.xp, x, kernel, stride, padding)
+    def forward(ctx, x, kernel, stride, padding, dilation=NO_DILATION):
+        ctx.in_shape, ctx.stride, ctx.padding, ctx.dilation = x.shape, stride, padding, dilation
+        return sliding_windows(ctx.xp, x, kernel, stride, padding, dilation=dilation)
 
     @staticmethod
     def backward(ctx, g):
-        return Fold.apply(g, in_shape=ctx.in_shape, stride=ctx.stride, padding=ctx.padding)
+        return Fold.apply(g, in_shape=ctx.in_shape, stride=ctx.stride, padding=ctx.padding,
+                          dilation=ctx.dilation)
 
 
 class Fold(Op):
@@ -93,10 +106,12 @@ class Fold(Op):
     dwindows = Unfold(g), since each entry was a plain copy of the position it is added to."""
 
     @staticmethod
-    def forward(ctx, windows, in_shape, stride, padding):
+    def forward(ctx, windows, in_shape, stride, padding, dilation=NO_DILATION):
         ctx.kernel, ctx.stride, ctx.padding = windows.shape[1:3], stride, padding
-        return fold_windows(ctx.xp, windows, in_shape, stride, padding)
+        ctx.dilation = dilation
+        return fold_windows(ctx.xp, windows, in_shape, stride, padding, dilation)
 
     @staticmethod
     def backward(ctx, g):
-        return Unfold.apply(g, kernel=ctx.kernel, stride=ctx.stride, padding=ctx.padding)
+        return Unfold.apply(g, kernel=ctx.kernel, stride=ctx.stride, padding=ctx.padding,
+                            dilation=ctx.dilation)
