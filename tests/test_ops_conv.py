@@ -3,7 +3,6 @@ against PyTorch, forward and backward in float64 and float32; gradcheck, second 
 and errors."""
 import numpy as np
 import pytest
-import torch
 import torch.nn.functional as F
 
 import minigrad as mg

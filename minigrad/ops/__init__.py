@@ -24,6 +24,7 @@ from .activation import (
                          softmax,
                          softplus,
 )
+from .adaptive_pool import AdaptiveMaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d
 from .base import Op
 from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
 from .conv_functions import conv1d, conv2d, conv_transpose2d

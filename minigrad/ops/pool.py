@@ -7,26 +7,54 @@ and the backward's scatter (Fold) is a reshape too; otherwise Fold adds per kern
 Max pooling sends each output's gradient to one maximal element of its window: the first in
 row-major window order, which is the element PyTorch picks on CPU. (Where PyTorch and this
 rule could differ is only ties; among tied maxima both pick the first.) Padding reads as -inf,
-so a padded position is never the maximum. Average pooling divides by kh*kw, padding included
-(PyTorch's count_include_pad=True).
+so a padded position is never the maximum; return_indices gives that element's position as
+PyTorch does, h * W + w within its (n, c) plane.
+
+ceil_mode counts the last, partial window too, when it starts inside the input or the left
+padding: Ho = ceil((H + 2p - d*(k - 1) - 1) / s) + 1, one less if window Ho - 1 would start
+at or past H + p; the windows reach past the padding there, so the bottom/right is padded more.
+
+Average pooling divides each window's sum by its count: kh*kw with count_include_pad (padding
+counted, as in PyTorch's default), only the input positions without it; the positions past the
+padding that ceil_mode adds never count; divisor_override replaces the count.
 """
 from .base import Op
-from .window import Fold, output_size, pair, sliding_windows
+from .window import NO_DILATION, Fold, output_size, pair, sliding_windows
 
 
-def _pool_params(op, kernel_size, stride, padding):
+def _pool_params(op, kernel_size, stride, padding, ceil_mode):
     kernel = pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else pair(op, "stride", stride, 1)
     padding = pair(op, "padding", padding, 0)
     if any(2 * p > k for p, k in zip(padding, kernel)):
         raise ValueError(f"{op}: padding {padding} must be at most half of kernel_size {kernel}")
-    return dict(kernel=kernel, stride=stride, padding=padding)
+    return dict(kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode))
 
 
-def _windows(ctx, op, x, kernel, stride, padding, value):
-    output_size(op, x.shape, kernel, stride, padding)
-    ctx.in_shape, ctx.stride, ctx.padding = x.shape, stride, padding
-    return sliding_windows(ctx.xp, x, kernel, stride, padding, value)
+def pool_sides(op, shape, kernel, stride, padding, dilation, ceil_mode):
+    """(before, after) padding per spatial axis; after grows so ceil_mode's last window fits."""
+    output_size(op, shape, kernel, stride, padding, dilation)   # a clear error if none fits
+    if not ceil_mode:
+        return tuple((p, p) for p in padding)
+    sides = []
+    for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation):
+        span = n + 2 * p - d * (k - 1) - 1
+        out = -(-span // s) + 1
+        if (out - 1) * s >= n + p:
+            out -= 1
+        sides.append((p, max(p, (out - 1) * s + d * (k - 1) + 1 - n - p)))
+    return tuple(sides)
+
+
+def _windows(ctx, op, x, kernel, stride, padding, ceil_mode, value, dilation=NO_DILATION):
+    sides = pool_sides(op, x.shape, kernel, stride, padding, dilation, ceil_mode)
+    ctx.in_shape, ctx.stride, ctx.padding, ctx.dilation = x.shape, stride, sides, dilation
+    return sliding_windows(ctx.xp, x, kernel, stride, sides, value, dilation)
+
+
+def _fold(ctx, windows):
+    return Fold.apply(windows, in_shape=ctx.in_shape, stride=ctx.stride, padding=ctx.padding,
+                      dilation=ctx.dilation)
 
 
 def _per_window(g):
@@ -64,45 +92,105 @@ def first_max_mask(xp, windows, out):
     return mask
 
 
+def _flat_indices(xp, mask, in_shape, stride, sides, dilation):
+    """h * W + w of each window's marked element, (N, C, Ho, Wo) int64."""
+    c, kh, kw, ho, wo, n = mask.shape
+    offset = mask.reshape(c, kh * kw, ho, wo, n).argmax(axis=1)   # row-major: i * kw + j
+    (sh, sw), (dh, dw), ((top, _), (left, _)) = stride, dilation, sides
+    rows = xp.arange(ho).reshape(ho, 1, 1) * sh + (offset // kw) * dh - top
+    cols = xp.arange(wo).reshape(wo, 1) * sw + (offset % kw) * dw - left
+    return (rows * in_shape[3] + cols).astype(xp.int64).transpose(3, 0, 1, 2)
+
+
 class MaxPool2d(Op):
-    """max over each window;  dx = g at the window's first maximal element, 0 elsewhere."""
+    """max over each window (and, with return_indices, where it is);
+    dx = g at the window's first maximal element, 0 elsewhere."""
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding):
-        windows = _windows(ctx, "max_pool2d", x, kernel, stride, padding, value=-float("inf"))
+    def forward(ctx, x, kernel, stride, padding, ceil_mode=False, dilation=NO_DILATION,
+                return_indices=False):
+        windows = _windows(ctx, "max_pool2d", x, kernel, stride, padding, ceil_mode,
+                           -float("inf"), dilation)
         out = window_max(ctx.xp, windows)
-        ctx.save(first_max_mask(ctx.xp, windows, out))
+        mask = first_max_mask(ctx.xp, windows, out)
+        ctx.save(mask)
+        if return_indices:
+            return out.transpose(3, 0, 1, 2), _flat_indices(ctx.xp, mask, x.shape, stride,
+                                                            ctx.padding, dilation)
         return out.transpose(3, 0, 1, 2)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g, g_indices=None):
         (mask,) = ctx.saved
-        return Fold.apply(_per_window(g) * mask, in_shape=ctx.in_shape, stride=ctx.stride,
-                          padding=ctx.padding)
+        return _fold(ctx, _per_window(g) * mask)
+
+
+def _counts(n, k, s, before, out, count_include_pad):
+    """Per output position along one axis, how many of its window's positions count."""
+    counts = []
+    for y in range(out):
+        start, end = y * s - before, min(y * s - before + k, n + before)
+        counts.append(end - start if count_include_pad else min(end, n) - max(start, 0))
+    return counts
+
+
+def _divisor(ctx, x, kernel, stride, count_include_pad, divisor_override, out_shape):
+    """What each window's sum is divided by: a number, or (1, Ho, Wo, 1) where counts differ."""
+    if divisor_override is not None:
+        return divisor_override
+    (ho, wo), (top, _), (left, _) = out_shape, *ctx.padding
+    rows = _counts(x.shape[2], kernel[0], stride[0], top, ho, count_include_pad)
+    cols = _counts(x.shape[3], kernel[1], stride[1], left, wo, count_include_pad)
+    if len(set(rows)) == 1 and len(set(cols)) == 1:
+        return rows[0] * cols[0]
+    counts = ctx.xp.asarray(rows, dtype=x.dtype)[:, None] * ctx.xp.asarray(cols, dtype=x.dtype)
+    return counts.reshape(1, ho, wo, 1)
 
 
 class AvgPool2d(Op):
-    """mean over each window (padding counts);  dx = g / (kh*kw) at every element of the window."""
+    """sum over each window / its count (see the module doc);
+    dx = g / count at every element of the window."""
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding):
-        windows = _windows(ctx, "avg_pool2d", x, kernel, stride, padding, value=0)
+    def forward(ctx, x, kernel, stride, padding, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+        windows = _windows(ctx, "avg_pool2d", x, kernel, stride, padding, ceil_mode, 0)
         ctx.window_shape = windows.shape
-        return windows.mean(axis=(1, 2)).transpose(3, 0, 1, 2)
+        ctx.divisor = _divisor(ctx, x, kernel, stride, count_include_pad, divisor_override,
+                               windows.shape[3:5])
+        return (windows.sum(axis=(1, 2)) / ctx.divisor).transpose(3, 0, 1, 2)
 
     @staticmethod
     def backward(ctx, g):
-        count = ctx.window_shape[1] * ctx.window_shape[2]
-        spread = (_per_window(g) * (1.0 / count)).broadcast_to(ctx.window_shape)
-        return Fold.apply(spread, in_shape=ctx.in_shape, stride=ctx.stride, padding=ctx.padding)
+        divisor = ctx.divisor
+        if not isinstance(divisor, (int, float)):   # (1, Ho, Wo, 1): per window, in its layout
+            divisor = divisor.reshape((1, 1) + divisor.shape)
+        spread = (_per_window(g) * (1.0 / divisor)).broadcast_to(ctx.window_shape)
+        return _fold(ctx, spread)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0):
-    """Max over kh x kw windows of NCHW `x` (stride defaults to kernel_size; -inf padding)."""
-    return MaxPool2d.apply(x, **_pool_params("max_pool2d", kernel_size, stride, padding))
+def _check_divisor(divisor_override):
+    if divisor_override is not None and (not isinstance(divisor_override, int)
+                                         or divisor_override == 0):
+        raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int or None, got "
+                         f"{divisor_override!r}")
+    return divisor_override
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over kh x kw windows of NCHW `x` (stride defaults to kernel_size; -inf padding);
+    with return_indices also each maximum's position h * W + w in its plane."""
+    params = _pool_params("max_pool2d", kernel_size, stride, padding, ceil_mode)
+    return MaxPool2d.apply(x, **params, dilation=pair("max_pool2d", "dilation", dilation, 1),
+                           return_indices=bool(return_indices))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
     """Mean over kh x kw windows of NCHW `x` (stride defaults to kernel_size; zero padding
-    counted in the mean)."""
-    return AvgPool2d.apply(x, **_pool_params("avg_pool2d", kernel_size, stride, padding))
+    counted in the mean unless count_include_pad=False; divisor_override replaces the count)."""
+    return AvgPool2d.apply(x, **_pool_params("avg_pool2d", kernel_size, stride, padding,
+                                             ceil_mode),
+                           count_include_pad=bool(count_include_pad),
+                           divisor_override=_check_divisor(divisor_override))
