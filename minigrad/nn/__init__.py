@@ -5,8 +5,8 @@ from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU,
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .batchnorm_act import BatchNormAct1d, BatchNormAct2d
 from .container import Sequential
-from .conv import Conv2d
-from .dropout import Dropout
+from .conv import Conv1d, Conv2d, ConvTranspose2d
+from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
 from .linear import Identity, Linear
@@ -15,5 +15,5 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm,
                             RegionBatchNorm2d, RMSNorm)
-from .pooling import AvgPool2d, MaxPool2d
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .upsampling import Upsample

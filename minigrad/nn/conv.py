@@ -1,35 +1,137 @@
-"""2-D convolution layer."""
-from ..ops.window import pair
+"""Convolution layers: Conv1d, Conv2d and ConvTranspose2d, with PyTorch's arguments, repr and
+state layout (weight (out, in/groups, *kernel) and, transposed, (in, out/groups, *kernel);
+bias (out,))."""
+from .. import ops
+from ..ops.conv_functions import conv_padding
+from ..ops.window import ntuple
 from . import functional as F
 from . import init
 from .module import Module
 
+PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}   # -> ops.pad's
 
-class Conv2d(Module):
-    """2-D cross-correlation of NCHW input: weight (out_channels, in_channels, kh, kw),
-    bias (out_channels,), both ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
-    fan_in = in_channels * kh * kw, as in PyTorch."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
-                 device=None, dtype=None):
+class _Conv(Module):
+    """What the convolution layers share: settings stored as PyTorch stores them (a tuple with
+    one entry per spatial axis; padding may be "same" or "valid"), the parameters
+    (U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = weight.shape[1] * kernel size), the repr."""
+
+    dims, transposed = 2, False
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None,
+                 output_padding=0):
         super().__init__()
-        self.in_channels, self.out_channels = in_channels, out_channels
-        # Stored as pairs, as PyTorch does; a bad value is an error here rather than at forward.
-        self.kernel_size = pair("Conv2d", "kernel_size", kernel_size, 1)
-        self.stride = pair("Conv2d", "stride", stride, 1)
-        self.padding = pair("Conv2d", "padding", padding, 0)
-        self.weight, self.bias = init.default_parameters(
-            (out_channels, in_channels, *self.kernel_size), bias, device, dtype)
+        name, dims = type(self).__name__, self.dims
+        for channels, count in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if not isinstance(groups, int) or groups < 1 or count % groups:
+                raise ValueError(f"{name}: {channels}={count} must be divisible by groups "
+                                 f"(got groups={groups!r})")
+        modes = ("zeros",) if self.transposed else ("zeros",) + tuple(PAD_MODES)
+        if padding_mode not in modes:
+            raise ValueError(f"{name}: padding_mode must be one of {modes}, not "
+                             f"{padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        # Stored as tuples, as PyTorch does; a bad value is an error here rather than at forward.
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, dims, 1)
+        self.stride = ntuple(name, "stride", stride, dims, 1)
+        self.dilation = ntuple(name, "dilation", dilation, dims, 1)
+        self.padding = padding if isinstance(padding, str) and not self.transposed else \
+            ntuple(name, "padding", padding, dims, 0)
+        self.output_padding = ntuple(name, "output_padding", output_padding, dims, 0)
+        self.padding_mode = padding_mode
+        self._sides = self._padding_sides(name)
+        shape = (in_channels, out_channels // groups) if self.transposed else \
+            (out_channels, in_channels // groups)
+        self.weight, self.bias = init.default_parameters(shape + self.kernel_size, bias, device,
+                                                         dtype, bias_size=out_channels)
+
+    def _padding_sides(self, name):
+        """(before, after) per spatial axis, checked now ("same" with a stride is an error)."""
+        lift = 2 - self.dims   # conv1d is conv2d with a height of 1
+        padding = self.padding if isinstance(self.padding, str) else (0,) * lift + self.padding
+        return conv_padding(name, padding, (1,) * lift + self.kernel_size,
+                            (1,) * lift + self.stride, (1,) * lift + self.dilation)[lift:]
 
     def reset_parameters(self):
         init.default_init_(self.weight, self.bias)
 
-    def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, stride=self.stride, padding=self.padding)
+    def _padded(self, input):
+        """input padded by padding_mode; None for zeros (the conv itself pads with those)."""
+        if self.padding_mode == "zeros":
+            return None
+        if input.ndim != self.dims + 2:
+            raise ValueError(f"{type(self).__name__}: expected a {self.dims + 2}-D input, got "
+                             f"shape {input.shape}")
+        return ops.pad(input, ((0, 0), (0, 0)) + self._sides, mode=PAD_MODES[self.padding_mode])
 
     def extra_repr(self):
         text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * self.dims:
             text += f", padding={self.padding}"
-        return text + ("" if self.bias is not None else ", bias=False")
+        if self.dilation != (1,) * self.dims:
+            text += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self.dims:
+            text += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class Conv2d(_Conv):
+    """2-D cross-correlation of NCHW input (F.conv2d), zero padding or padding_mode "reflect",
+    "replicate" or "circular" (the input padded first, then convolved without padding)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        padded = self._padded(input)
+        if padded is None:
+            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                            self.dilation, self.groups)
+        return F.conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
+                        self.groups)
+
+
+class Conv1d(_Conv):
+    """1-D cross-correlation of (N, C, L) input (F.conv1d); padding_mode as in Conv2d."""
+
+    dims = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        padded = self._padded(input)
+        if padded is None:
+            return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
+                            self.dilation, self.groups)
+        return F.conv1d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
+                        self.groups)
+
+
+class ConvTranspose2d(_Conv):
+    """The transpose of Conv2d (F.conv_transpose2d): weight (in, out/groups, kh, kw); the
+    output (N, out, Ho, Wo) has Ho = (H - 1)*sh - 2*ph + dh*(kh - 1) + output_padding + 1."""
+
+    transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def forward(self, input):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)

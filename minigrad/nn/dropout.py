@@ -1,4 +1,4 @@
-"""Dropout layer."""
+"""Dropout layers: of elements (Dropout) and of whole channels (Dropout2d)."""
 from . import functional as F
 from .module import Module
 
@@ -10,7 +10,7 @@ class Dropout(Module):
     def __init__(self, p=0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be between 0 and 1, not {p}")
+            raise ValueError(f"{type(self).__name__}: p must be between 0 and 1, not {p}")
         self.p = p
 
     def forward(self, input):
@@ -18,3 +18,11 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Inverted dropout of whole channels of (N, C, H, W) input: in training each channel is
+    zeroed with probability p and the rest scaled by 1 / (1 - p)."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training)

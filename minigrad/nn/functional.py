@@ -9,7 +9,8 @@ from .. import ops
 from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
-from ..ops import avg_pool2d, conv2d, max_pool2d, sigmoid, tanh  # noqa: F401
+from ..ops import (adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, conv1d,  # noqa: F401
+                   conv2d, conv_transpose2d, max_pool2d, sigmoid, tanh)
 from ..tensor import Tensor
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
@@ -82,12 +83,28 @@ def dropout(input, p=0.5, training=True):
     The mask is drawn on the input's device from minigrad's seeded generator for it
     (`minigrad.manual_seed`; `creation.generator`).
     """
+    return _dropout("dropout", input, p, training, input.shape)
+
+
+def dropout2d(input, p=0.5, training=True):
+    """Inverted dropout of whole channels of (N, C, H, W) input: one draw per channel, a mask
+    of shape (N, C, 1, 1) broadcast over the positions."""
+    if input.ndim != 4:
+        raise ValueError(f"dropout2d: expected input (N, C, H, W), got shape {input.shape} "
+                         "(PyTorch reads 3-D input as (N, C, L) for now and warns that this "
+                         "will change; reshape a single (C, H, W) sample to (1, C, H, W))")
+    return _dropout("dropout2d", input, p, training, input.shape[:2] + (1, 1))
+
+
+def _dropout(op, input, p, training, mask_shape):
+    """input times a mask of `mask_shape` (broadcast to the input): 0 with probability p,
+    1 / (1 - p) otherwise."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be between 0 and 1, not {p}")
+        raise ValueError(f"{op}: p must be between 0 and 1, not {p}")
     if not training or p == 0.0:
         return input
     backend = input.backend
-    keep = generator(backend).random(input.shape, dtype=numpy.float32) >= p
+    keep = generator(backend).random(mask_shape, dtype=numpy.float32) >= p
     mask = keep.astype(input.dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)

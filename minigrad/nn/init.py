@@ -116,10 +116,12 @@ def default_init_(weight, bias=None):
         uniform_(bias, -bound, bound)
 
 
-def default_parameters(weight_shape, bias=True, device=None, dtype=None):
+def default_parameters(weight_shape, bias=True, device=None, dtype=None, bias_size=None):
     """(weight, bias) Parameters for a Linear or Conv layer with the weight laid out
-    (out, in, *kernel), initialised by `default_init_`; bias is None when not wanted."""
+    (out, in, *kernel), initialised by `default_init_`; bias is None when not wanted, else of
+    `bias_size` (default: out; a transposed conv's weight is (in, out/groups, *kernel))."""
     weight = Parameter(zeros(*weight_shape, dtype=dtype, device=device))
-    bias = Parameter(zeros(weight_shape[0], dtype=dtype, device=device)) if bias else None
+    bias = Parameter(zeros(bias_size or weight_shape[0], dtype=dtype, device=device)) \
+        if bias else None
     default_init_(weight, bias)
     return weight, bias

@@ -9,7 +9,7 @@ window ops pad symmetrically). conv1d is conv2d over a length-1 height axis.
 from .conv import Conv2d, ConvTranspose2d
 from .join import pad
 from .shape import reshape
-from .window import pair
+from .window import ntuple, pair
 
 
 def _groups(op, groups):
@@ -53,12 +53,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _one(op, name, value, minimum):
-    """An int or a 1-sequence of one, at least `minimum`, as an int."""
-    values = (value,) if isinstance(value, int) else tuple(value)
-    if len(values) != 1 or not isinstance(values[0], int) or values[0] < minimum:
-        raise ValueError(f"{op}: {name} must be an int >= {minimum} or a 1-tuple of one, "
-                         f"got {value!r}")
-    return values[0]
+    """An int or a 1-tuple of one, at least `minimum`, as an int."""
+    return ntuple(op, name, value, 1, minimum)[0]
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

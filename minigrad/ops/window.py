@@ -19,13 +19,18 @@ from .join import constant_pad, interior
 NO_DILATION = (1, 1)
 
 
+def ntuple(op, name, value, n, minimum):
+    """An int or a sequence of n ints as an n-tuple, each at least `minimum`."""
+    values = (value,) * n if isinstance(value, int) else tuple(value)
+    if len(values) != n or not all(isinstance(v, int) and v >= minimum for v in values):
+        form = "a pair of them" if n == 2 else f"a tuple of {n}"
+        raise ValueError(f"{op}: {name} must be an int >= {minimum} or {form}, got {value!r}")
+    return values
+
+
 def pair(op, name, value, minimum):
     """An int or a pair of ints as a pair, each at least `minimum`."""
-    values = (value, value) if isinstance(value, int) else tuple(value)
-    if len(values) != 2 or not all(isinstance(v, int) and v >= minimum for v in values):
-        raise ValueError(f"{op}: {name} must be an int >= {minimum} or a pair of them, "
-                         f"got {value!r}")
-    return values
+    return ntuple(op, name, value, 2, minimum)
 
 
 def sides(padding):
