@@ -1,25 +1,33 @@
 """Tensor: an array, its gradient, and the node that made it. Every operator calls an op.
 
 dtypes of new tensors (`mg.tensor(data)`, `Tensor(data)`):
-    dtype=...                          converted to that dtype
+    dtype=...                          converted to that dtype (any spelling: mg.float32,
+                                       "float32", "float", numpy.float32; see minigrad/dtypes.py)
     an array, a NumPy scalar, a Tensor keeps its dtype (a float64 NumPy array stays float64)
-    Python numbers and nested lists    floats -> float32, ints -> int64, bools -> bool,
-                                       complex -> complex64 (PyTorch's defaults)
-Operators follow NumPy's promotion: a Python number keeps the tensor's dtype
-(float32 tensor * 2.5 is float32), arrays and tensors of two dtypes promote (float32 * float64
-is float64, int64 * float32 is float64).
+    Python numbers and nested lists    floats -> the default float dtype (float32), ints ->
+                                       int64, bools -> bool, complex -> complex64 (PyTorch's)
+Operators follow PyTorch's promotion (ops/_promotion.py): a Python number never widens a
+tensor within its category (float16 tensor * 2.5 is float16), an int tensor with a Python float
+or divided by anything is float32, and two tensors promote as torch.result_type says.
 """
 from . import autograd
 from .backends import backend_of, get_backend, normalize_device
+from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
 
-_DTYPE_OF_PYTHON_DATA = {"f": "float32", "i": "int64", "b": "bool", "c": "complex64"}
 _NUMERIC_KINDS = "biufc"
+
+
+def _dtype_of_python_data(kind):
+    """The dtype PyTorch gives Python numbers of NumPy `kind`, or None to keep NumPy's."""
+    return {"f": get_default_dtype(), "i": "int64", "b": "bool",
+            "c": default_complex_dtype()}.get(kind)
 
 
 def _as_array(data, dtype, device, copy):
     """`data` as an array of the backend of `device` (default: where `data` is), with the dtype
     rules above; a copy when `copy` or when it must move, else the array itself if it fits."""
+    dtype = as_dtype(dtype)
     if isinstance(data, Tensor):
         data = data.data
     source = backend_of(data)
@@ -29,8 +37,8 @@ def _as_array(data, dtype, device, copy):
         data, copy = source.to_numpy(data), False   # moving makes a copy already
     if dtype is None and not hasattr(data, "dtype"):   # Python numbers and (nested) lists
         array = xp.asarray(data)
-        if array.dtype.kind in _DTYPE_OF_PYTHON_DATA:
-            array = array.astype(_DTYPE_OF_PYTHON_DATA[array.dtype.kind], copy=False)
+        if _dtype_of_python_data(array.dtype.kind) is not None:
+            array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:
         array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
     if array.dtype.kind not in _NUMERIC_KINDS:
@@ -152,7 +160,7 @@ class Tensor:
         """This tensor on `device` and/or with `dtype`: itself when nothing changes, otherwise a
         copy made by an op, so gradients flow back to this tensor."""
         out = self
-        if dtype is not None and self._backend.xp.dtype(dtype) != self.dtype:
+        if dtype is not None and as_dtype(dtype) != self.dtype:
             out = out.astype(dtype)
         if device is not None and normalize_device(device) != self.device:
             out = ops.to_device(out, device)
@@ -213,7 +221,7 @@ class Tensor:
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
     def __pow__(self, exponent): return ops.pow(self, exponent)
-    def __rpow__(self, base): return ops.pow(ops.base.lift(ops.Pow, base, self), self)
+    def __rpow__(self, base): return ops.pow(base, self)
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
     def __getitem__(self, index): return ops.getitem(self, index)

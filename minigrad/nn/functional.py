@@ -10,6 +10,7 @@ from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import avg_pool2d, conv2d, max_pool2d, sigmoid, tanh  # noqa: F401
+from ..ops._promotion import check_same_dtype
 from ..tensor import Tensor
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
@@ -19,6 +20,7 @@ from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_log
 
 def linear(input, weight, bias=None):
     """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
+    check_same_dtype("linear", ("input", "weight", "bias"), (input, weight, bias))
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
 

@@ -16,6 +16,7 @@ im2col) work on that channels-first layout without reordering it.
 """
 from .. import autograd
 from ..tensor import Tensor
+from ._promotion import check_same_dtype
 from .base import Op
 from .window import Fold, Unfold, fold_windows, output_size, pair, sliding_windows
 
@@ -90,4 +91,5 @@ def conv2d(x, weight, bias=None, stride=1, padding=0):
     """2-D cross-correlation of NCHW `x` with `weight` (out, in, kh, kw), as in PyTorch;
     `stride` and `padding` (zeros) are ints or (height, width) pairs."""
     stride, padding = pair("conv2d", "stride", stride, 1), pair("conv2d", "padding", padding, 0)
+    check_same_dtype("conv2d", ("input", "weight", "bias"), (x, weight, bias))
     return Conv2d.apply(x, weight, bias, stride=stride, padding=padding)
