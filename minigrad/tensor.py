@@ -205,9 +205,15 @@ class Tensor:
         return self.data.__dlpack_device__()
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, grad=None, retain_graph=None, create_graph=False):
-        """Accumulate the gradient of this tensor into `.grad` of the leaves behind it."""
-        autograd.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, *, grad=None):
+        """Accumulate the gradient of this tensor into `.grad` of the leaves behind it;
+        `gradient` (PyTorch's name) or `grad` is the gradient flowing into this tensor."""
+        if grad is not None:
+            if gradient is not None:
+                raise TypeError("backward: got gradient= and grad=; they are the same argument, "
+                                "give one")
+            gradient = grad
+        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other): return ops.add(self, other)
@@ -248,6 +254,16 @@ class Tensor:
                              "use .any() or .all()")
         return bool(self.item())
 
+    def __format__(self, spec):
+        """f"{loss:.4f}": a one-element tensor formats as its number; other tensors take only
+        the empty format (their repr)."""
+        if self.data.size == 1 and spec:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"format: spec {spec!r} needs a one-element tensor, this one has "
+                            f"shape {self.shape}")
+        return repr(self)
+
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
@@ -258,19 +274,69 @@ class Tensor:
     def relu(self): return ops.relu(self)
     def tanh(self): return ops.tanh(self)
     def sigmoid(self): return ops.sigmoid(self)
-    def abs(self):  # |x| = x * sign(x), so the gradient at 0 is 0 (as in PyTorch)
-        return self * Tensor.from_array(self._backend.xp.sign(self.data), self._backend)
+    def abs(self): return ops.abs(self)
     def maximum(self, other): return ops.maximum(self, other)
-    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return ops.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return -ops.max(-self, axis, keepdims)
+    def minimum(self, other): return ops.minimum(self, other)
+    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
+    clip = clamp
 
-    def var(self, axis=None, keepdims=False, correction=1):
-        return ops.var(self, axis, keepdims, correction)
+    # Reductions take PyTorch's dim=/keepdim= or NumPy's axis=/keepdims=.
+    def sum(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.sum(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
-    def argmax(self, axis=None):
-        return Tensor.from_array(self.data.argmax(axis=axis), self._backend)
+    def mean(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.mean(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def prod(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.prod(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def logsumexp(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.logsumexp(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def amax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.max(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def amin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.min(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def max(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """As in PyTorch: the largest value (no dim); the named tuple (values, indices) along
+        an int dim; maximum(self, other) for a tensor. A tuple of dims reduces like amax."""
+        return self._extremum("max", ops.maximum, ops.max, dim, keepdim, axis, keepdims)
+
+    def min(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """As max, for the smallest."""
+        return self._extremum("min", ops.minimum, ops.min, dim, keepdim, axis, keepdims)
+
+    def _extremum(self, name, elementwise, reduction, dim, keepdim, axis, keepdims):
+        if isinstance(dim, Tensor):
+            return elementwise(self, dim)
+        dim, keepdim = ops.dim_keywords(name, dim, keepdim, axis, keepdims)
+        if dim is None or isinstance(dim, (tuple, list)):
+            return reduction(self, dim, keepdim)
+        return ops.extremum_along(name, self, dim, keepdim)
+
+    def var(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
+            keepdims=None):
+        return ops.var(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
+                       keepdims=keepdims)
+
+    def std(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
+            keepdims=None):
+        return ops.std(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
+                       keepdims=keepdims)
+
+    def argmax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.argmax(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.argmin(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def softmax(self, dim=None, *, axis=None):
+        dim, _ = ops.dim_keywords("softmax", dim, None, axis, None)
+        return ops.softmax(self, -1 if dim is None else dim)
+
+    def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
 
     def any(self): return bool(self.data.any())
     def all(self): return bool(self.data.all())

@@ -4,7 +4,6 @@
 subclass `Op` with `forward` (array code on `ctx.xp`) and `backward` (tensor code), and call it
 with `.apply` (docs/new-op.md).
 """
-from ._shapes import unbroadcast
 from .activation import (
                          Elu,
                          Gelu,
@@ -24,6 +23,7 @@ from .activation import (
                          softmax,
                          softplus,
 )
+from ._shapes import AxisError, dim_keywords, unbroadcast
 from .base import Op
 from .conv import Conv2d, conv2d
 from .device import ToDevice, to_device
@@ -117,7 +117,8 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
-from .reduction import Max, Mean, Sum, Var, max, mean, sum, var
+from .reduction import (LogSumExp, Max, MaxResult, Mean, Min, MinResult, Prod, Sum, Var, argmax,
+                        argmin, extremum_along, logsumexp, max, mean, min, prod, std, sum, var)
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
 from .special import Erf, erf
 from .window import Fold, Unfold

@@ -29,7 +29,7 @@ class Softmax(Op):
     @staticmethod
     def forward(ctx, x, axis):
         _check_floating("softmax", x)
-        ctx.axis = normalize_axes("softmax", axis, x.ndim)[0]
+        ctx.axis = normalize_axes("softmax", axis, x.ndim)[0] if x.ndim else None   # 0-d: all
         y = ctx.xp.exp(x - x.max(axis=ctx.axis, keepdims=True))
         y /= y.sum(axis=ctx.axis, keepdims=True)
         ctx.save(y)
