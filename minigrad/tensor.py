@@ -50,8 +50,11 @@ def _as_array(data, dtype, device, copy):
 
 def shape_from_args(args):
     """The shape meant by a call's positional arguments: `f(2, 3)` and `f((2, 3))` both mean
-    (2, 3)."""
-    return tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+    (2, 3). The sizes are not checked here (see ops._shapes.check_sizes)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)) or (
+            len(args) == 1 and type(args[0]).__name__ == "Size"):
+        return tuple(args[0])
+    return tuple(args)
 
 
 def _check_can_require_grad(dtype, what):
@@ -121,7 +124,11 @@ class Tensor:
     T = property(lambda self: self.transpose())
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        if dim is None:
+            return self.shape
+        if self.ndim == 0:
+            raise ops.AxisError(f"size: dim {dim} given but a 0-d tensor has no dims")
+        return self.shape[ops.normalize_axis("size", dim, self.shape)]
 
     def numel(self):
         return int(self.data.size)
@@ -347,10 +354,18 @@ class Tensor:
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
-        """Merge the axes start_dim..end_dim (all by default) into one."""
+        """Merge the axes start_dim..end_dim (all by default) into one; a 0-d tensor becomes
+        1-d, as in PyTorch."""
         shape = self.shape
-        end = end_dim % len(shape) + 1 if shape else 0
-        return self.reshape(shape[:start_dim] + (-1,) + shape[end:])
+        start = ops.normalize_axis("flatten", start_dim, shape)
+        end = ops.normalize_axis("flatten", end_dim, shape)
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                             f"(tensor of shape {shape})")
+        return self.reshape(shape[:start] + (-1,) + shape[end + 1:])
+
+    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
+    def squeeze(self, dim=None): return ops.squeeze(self, dim)
 
     def permute(self, *axes):
         return ops.transpose(self, shape_from_args(axes))
@@ -365,6 +380,9 @@ class Tensor:
         return self.swapaxes(dim0, dim1)
 
     def swapaxes(self, dim0, dim1):
+        dim0, dim1 = (ops.normalize_axis("transpose", d, self.shape) for d in (dim0, dim1))
+        if self.ndim == 0:   # dims 0 and -1 of a 0-d tensor: nothing to swap
+            return ops.transpose(self)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return ops.transpose(self, axes)
@@ -372,7 +390,11 @@ class Tensor:
     def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
 
     def expand(self, *shape):
-        return self.broadcast_to(shape_from_args(shape))
+        """broadcast_to, where -1 keeps a length (PyTorch's expand)."""
+        shape = shape_from_args(shape)
+        lead = len(shape) - self.ndim
+        return self.broadcast_to(tuple(self.shape[i - lead] if n == -1 and i >= lead else n
+                                       for i, n in enumerate(shape)))
 
     # ------------------------------------------------------------------ display
     def __repr__(self):

@@ -72,9 +72,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 def flatten(input, start_dim=0, end_dim=-1):
     """`input` with dimensions start_dim..end_dim merged into one."""
-    shape = input.shape
-    start, end = start_dim % max(input.ndim, 1), end_dim % max(input.ndim, 1)
-    return ops.reshape(input, shape[:start] + (-1,) + shape[end + 1:])
+    return input.flatten(start_dim, end_dim)
 
 
 def dropout(input, p=0.5, training=True):

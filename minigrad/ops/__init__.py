@@ -23,7 +23,8 @@ from .activation import (
                          softmax,
                          softplus,
 )
-from ._shapes import AxisError, dim_keywords, unbroadcast
+from ._shapes import (AxisError, as_int, dim_keywords, normalize_axes, normalize_axis,
+                      unbroadcast)
 from .base import Op
 from .conv import Conv2d, conv2d
 from .device import ToDevice, to_device

@@ -34,6 +34,20 @@ def normalize_axis(op, axis, dims):
     return a % ndim if ndim else 0
 
 
+def check_sizes(op, sizes, allow_infer=False):
+    """`sizes` (a shape) as a tuple of ints, each >= 0, or a clear error naming `op`; with
+    `allow_infer`, one size may be -1 (reshape's "whatever is left")."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        sizes = (sizes,)
+    sizes = tuple(as_int(op, "a size", n) for n in sizes)
+    lowest = -1 if allow_infer else 0
+    bad = [n for n in sizes if n < lowest]
+    if bad or (allow_infer and sizes.count(-1) > 1):
+        expected = "sizes >= 0 and at most one -1" if allow_infer else "sizes >= 0"
+        raise ValueError(f"{op}: invalid shape {sizes}: expected {expected}")
+    return sizes
+
+
 def normalize_axes(op, axis, dims):
     """`axis` (None for all, an int or a sequence of ints) as a sorted tuple of non-negative
     axes, each checked by `normalize_axis`; `dims` is the shape or the number of dims. (For a

@@ -171,8 +171,8 @@ def extremum_along(name, x, dim, keepdim=False):
     """max(dim) / min(dim) as PyTorch's: the named tuple (values, indices) along one dim. The
     values are gathered at the indices (getitem), so the gradient goes to that one element,
     as in PyTorch (not split among ties, as amax's is)."""
-    indices = _arg_extremum("arg" + name, x, dim, True)
     axis = normalize_axis(name, dim, x.shape)
+    indices = _arg_extremum("arg" + name, x, axis, True)
     xp = x.backend.xp
     index = tuple(indices.data if k == axis else
                   xp.arange(n).reshape([n if j == k else 1 for j in range(x.ndim)])
@@ -248,6 +248,7 @@ def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
     """var's arguments read in PyTorch's spellings, errors naming `op`."""
     _require_floating(op, x)
     axis, keepdims = dim_keywords(op, dim, keepdim, axis, keepdims)
+    normalize_axes(op, axis, x.shape)   # errors name std, not var
     if unbiased is not None and correction is not None:
         raise TypeError(f"{op}: give unbiased= or correction=, not both")
     if unbiased is not None:
