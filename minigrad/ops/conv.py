@@ -92,4 +92,24 @@ def conv2d(x, weight, bias=None, stride=1, padding=0):
     `stride` and `padding` (zeros) are ints or (height, width) pairs."""
     stride, padding = pair("conv2d", "stride", stride, 1), pair("conv2d", "padding", padding, 0)
     check_same_dtype("conv2d", ("input", "weight", "bias"), (x, weight, bias))
-    return Conv2d.apply(x, weight, bias, stride=stride, padding=padding)
+    op = EmptyBatchConv2d if x.shape[0] == 0 else Conv2d
+    return op.apply(x, weight, bias, stride=stride, padding=padding)
+
+
+class EmptyBatchConv2d(Op):
+    """conv2d of an empty batch (N = 0), as in PyTorch: a (0, O, Ho, Wo) output;
+    dx is empty, dweight = 0 (a sum of no products), dbias = g summed, also 0."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, stride=(1, 1), padding=(0, 0)):
+        _check(x, weight, bias)
+        ho, wo = output_size("conv2d", x.shape, weight.shape[2:], stride, padding)
+        ctx.x_shape, ctx.weight_shape = x.shape, weight.shape
+        return ctx.xp.zeros((0, weight.shape[0], ho, wo), dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, backend = ctx.xp, ctx.backend
+        dx = Tensor.from_array(xp.zeros(ctx.x_shape, dtype=g.dtype), backend)
+        dw = Tensor.from_array(xp.zeros(ctx.weight_shape, dtype=g.dtype), backend)
+        return dx, dw, (g.sum(axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None)
