@@ -79,6 +79,8 @@ def full(shape, value, dtype=None, device=None, requires_grad=False):
     """`shape` filled with `value`; the dtype follows `value` as in `tensor` (7 -> int64,
     0.5 -> the default float dtype) unless given."""
     backend = get_backend(device)
+    if not isinstance(value, numbers.Number):
+        raise TypeError(f"full: the fill value must be a number, got {value!r}")
     dtype = as_dtype(dtype) or Tensor(value).dtype
     array = backend.xp.full(_shape("full", (shape,)), value, dtype)
     return _made(array, backend, requires_grad)

@@ -36,7 +36,11 @@ def _as_array(data, dtype, device, copy):
     if backend is not source:
         data, copy = source.to_numpy(data), False   # moving makes a copy already
     if dtype is None and not hasattr(data, "dtype"):   # Python numbers and (nested) lists
-        array = xp.asarray(data)
+        try:
+            array = xp.asarray(data)
+        except ValueError:
+            raise ValueError(f"tensor: the nested lists are not rectangular (every list at one "
+                             f"depth must have the same length): {str(data)[:60]}") from None
         if _dtype_of_python_data(array.dtype.kind) is not None:
             array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:

@@ -21,6 +21,10 @@ from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_log
 def linear(input, weight, bias=None):
     """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
     check_same_dtype("linear", ("input", "weight", "bias"), (input, weight, bias))
+    if weight.ndim != 2 or input.ndim < 1 or input.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {input.shape} does not fit weight of shape "
+                         f"{weight.shape}: expected (*, {weight.shape[-1]}) inputs and a 2-D "
+                         "weight (out_features, in_features)")
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
 

@@ -17,9 +17,12 @@ from .join import constant_pad, interior
 
 
 def pair(op, name, value, minimum):
-    """An int or a pair of ints as a pair, each at least `minimum`."""
-    values = (value, value) if isinstance(value, int) else tuple(value)
-    if len(values) != 2 or not all(isinstance(v, int) and v >= minimum for v in values):
+    """An int or a pair of ints as a pair, each at least `minimum`: a TypeError for anything
+    but ints (2.0 included), a ValueError for the wrong count or too small a value."""
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if len(values) != 2 or not all(v >= minimum for v in values):
         raise ValueError(f"{op}: {name} must be an int >= {minimum} or a pair of them, "
                          f"got {value!r}")
     return values
