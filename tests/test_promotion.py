@@ -179,3 +179,14 @@ def test_torch_also_refuses_mixed_dtypes_in_matmul_linear_and_conv():
                                                     torch.zeros(2, 1, 3, 3))):
         with pytest.raises(RuntimeError):
             call()
+
+
+@pytest.mark.parametrize("dtype, op, number", [("uint8", "add", 300), ("int8", "add", 1000),
+                                               ("uint8", "sub", 1), ("uint8", "add", -1),
+                                               ("float16", "mul", 1e6)], ids=str)
+def test_a_python_number_takes_the_tensors_dtype_even_out_of_range_like_torch(dtype, op, number):
+    values = np.array([1]).astype(dtype)
+    got = OPS[op][0](mg.tensor(values), number)
+    expected = OPS[op][1](torch.tensor(values), number)
+    assert got.dtype == dtype == str(expected.dtype)[6:]
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())

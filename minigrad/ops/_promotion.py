@@ -75,8 +75,9 @@ def result_type(*operands):
 def _constant(value, dtype, like):
     """A Python number as a 0-d constant of `dtype` next to `like` (wrapping as a C cast does,
     as PyTorch does: uint8 tensor + 300 adds 44)."""
-    xp = like._backend.xp
-    return Tensor.from_array(xp.asarray(numpy.asarray(value).astype(dtype)), like._backend)
+    with numpy.errstate(over="ignore"):   # 1e6 in float16 is inf, as in PyTorch
+        array = numpy.asarray(value).astype(dtype)
+    return Tensor.from_array(like._backend.xp.asarray(array), like._backend)
 
 
 def lift(op, value, like):
