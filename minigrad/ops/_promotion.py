@@ -73,9 +73,12 @@ def result_type(*operands):
 
 
 def _constant(value, dtype, like):
-    """A Python number as a 0-d constant of `dtype` next to `like` (wrapping as a C cast does,
-    as PyTorch does: uint8 tensor + 300 adds 44)."""
-    with numpy.errstate(over="ignore"):   # 1e6 in float16 is inf, as in PyTorch
+    """A Python number as a 0-d constant of `dtype` next to `like`; an int out of the range of
+    an integer dtype wraps as a C cast does, as in PyTorch (uint8 tensor + 300 adds 44), and a
+    float out of a float dtype's range is inf (with NumPy's overflow warning)."""
+    try:
+        array = numpy.asarray(value, dtype=dtype)
+    except OverflowError:
         array = numpy.asarray(value).astype(dtype)
     return Tensor.from_array(like._backend.xp.asarray(array), like._backend)
 
@@ -103,6 +106,17 @@ def promote(op, *operands, floating=False):
     int tensor). At least one operand must be a Tensor. A tensor already of that dtype is
     passed through; others are cast by the Cast op, so each input's gradient comes back in its
     own dtype."""
+    first = operands[0]
+    if len(operands) == 2 and isinstance(first, Tensor) and (
+            not floating or first.dtype.kind in "fc"):
+        # the common cases, decided without the general rule: two tensors of one dtype, and a
+        # floating tensor with a real Python number
+        other = operands[1]
+        if isinstance(other, Tensor):
+            if other.dtype == first.dtype:
+                return operands
+        elif first.dtype.kind == "f" and isinstance(other, (int, float)):
+            return first, _constant(other, first.dtype, first)
     like = next(x for x in operands if isinstance(x, Tensor))
     operands = [x if isinstance(x, (Tensor,) + _NUMBERS) else lift(op, x, like)
                 for x in operands]
@@ -116,8 +130,10 @@ def promote(op, *operands, floating=False):
 def check_same_dtype(op, names, operands):
     """A TypeError naming `op` unless the operands (tensors or arrays; None skipped) share one
     dtype: matmul, linear and conv2d do not promote, as in PyTorch."""
-    present = [(name, x) for name, x in zip(names, operands, strict=True) if x is not None]
-    if any(x.dtype != present[0][1].dtype for _, x in present):
-        described = ", ".join(f"{name} {x.dtype} {tuple(x.shape)}" for name, x in present)
-        raise TypeError(f"{op}: the operands have different dtypes ({described}); {op} does "
-                        "not promote, so cast them to one dtype (e.g. x.to(dtype=weight.dtype))")
+    dtype = operands[0].dtype
+    if all([x is None or x.dtype == dtype for x in operands]):
+        return
+    described = ", ".join(f"{name} {x.dtype} {tuple(x.shape)}"
+                          for name, x in zip(names, operands, strict=True) if x is not None)
+    raise TypeError(f"{op}: the operands have different dtypes ({described}); {op} does not "
+                    "promote, so cast them to one dtype (e.g. x.to(dtype=weight.dtype))")

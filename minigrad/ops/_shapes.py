@@ -39,8 +39,14 @@ def check_sizes(op, sizes, allow_infer=False):
     `allow_infer`, one size may be -1 (reshape's "whatever is left")."""
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
         sizes = (sizes,)
-    sizes = tuple(as_int(op, "a size", n) for n in sizes)
-    lowest = -1 if allow_infer else 0
+    sizes, lowest = tuple(sizes), -1 if allow_infer else 0
+    for n in sizes:   # the common case: plain ints in range, checked without calls
+        if type(n) is not int or n < lowest:
+            break
+    else:
+        if not allow_infer or sizes.count(-1) <= 1:
+            return sizes
+    sizes = tuple([as_int(op, "a size", n) for n in sizes])
     bad = [n for n in sizes if n < lowest]
     if bad or (allow_infer and sizes.count(-1) > 1):
         expected = "sizes >= 0 and at most one -1" if allow_infer else "sizes >= 0"

@@ -312,7 +312,7 @@ class Relu(Op):
 
     @staticmethod
     def forward(ctx, a):
-        ctx.keep = keep_mask(ctx.xp, ~(a <= 0), a.dtype)
+        ctx.keep = keep_mask(ctx.xp, a <= 0, a.dtype)   # NaN is kept, as in PyTorch
         return ctx.xp.maximum(a, 0)
 
     @staticmethod

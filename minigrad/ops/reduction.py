@@ -95,7 +95,7 @@ def _extremum(ctx, x, axis, keepdims, name):
     out = getattr(x, name)(axis=ctx.axes, keepdims=True)
     if x.dtype.kind in "fc":
         hit = (x == out) | (xp.isnan(x) & xp.isnan(out))
-        ctx.keep = keep_mask(xp, hit, x.dtype)
+        ctx.keep = keep_mask(xp, ~hit, x.dtype)
         ctx.count = hit.sum(axis=ctx.axes, keepdims=True, dtype=x.dtype)
     return out if keepdims else out.reshape(_reduced_shape(x.shape, ctx.axes))
 
