@@ -17,6 +17,8 @@ The variance is computed in two passes, sum((x - mean)^2) / n, so inputs whose m
 to their spread keep their digits, and is accumulated in at least float32 (float16 input
 accumulates in float32; the statistics come back in that dtype).
 """
+import math
+
 from .. import autograd
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
@@ -115,7 +117,7 @@ def check_values_per_statistic(op, shape, axes):
     """A ValueError unless the training form has more than one value per statistic over
     `axes`: the variance of one value is 0, so the output would be 0 (beta after the affine
     step) whatever the input. PyTorch's F.batch_norm raises too."""
-    if _product(shape[a] for a in normalize_axes(op, axes, shape)) == 1:
+    if math.prod(shape[a] for a in normalize_axes(op, axes, shape)) == 1:
         raise ValueError(f"{op}: the training form needs more than one value per statistic, "
                          f"but axes {tuple(axes)} of an input of shape {tuple(shape)} hold one; "
                          "normalize over more values, or pass mean and var (inference form)")
