@@ -24,8 +24,10 @@ class AxisError(IndexError, ValueError):
 def normalize_axis(op, axis, dims):
     """One axis (negative counts from the end) as a non-negative int; `dims` is the tensor's
     shape, or only its number of dimensions. A 0-d tensor accepts 0 and -1, as in PyTorch."""
+    ndim = dims if type(dims) is int else len(dims)
+    if type(axis) is int and -ndim <= axis < ndim:   # the common case, checked without calls
+        return axis % ndim
     shape = tuple(dims) if not isinstance(dims, int) else None
-    ndim = len(shape) if shape is not None else dims
     a = as_int(op, "an axis (dim)", axis, shape)
     if not -max(ndim, 1) <= a < max(ndim, 1):
         of = f"shape {shape}" if shape is not None else f"{ndim} dims"

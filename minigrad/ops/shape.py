@@ -34,7 +34,7 @@ class Transpose(Op):
         if axes is None:
             axes = tuple(reversed(range(x.ndim)))
         else:
-            axes = tuple(normalize_axis("permute", a, x.shape) for a in axes)
+            axes = tuple([normalize_axis("permute", a, x.shape) for a in axes])
         if sorted(axes) != list(range(x.ndim)):
             raise ValueError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
                              f"tensor of shape {x.shape} (each axis once)")

@@ -19,6 +19,8 @@ from .join import constant_pad, interior
 def pair(op, name, value, minimum):
     """An int or a pair of ints as a pair, each at least `minimum`: a TypeError for anything
     but ints (2.0 included), a ValueError for the wrong count or too small a value."""
+    if type(value) is int and value >= minimum:   # the common case, checked without calls
+        return value, value
     values = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
