@@ -10,8 +10,8 @@ promoted on its own; a lower rank changes the result only when it is of a higher
 then gives its own dtype (a Python float gives the default float dtype). So a Python number
 never widens a tensor within its category (float16 tensor * 2.5 is float16, uint8 tensor + 1
 is uint8), an int tensor times a Python float is float32, and an int tensor times a 0-d float64
-tensor is float64. NumPy's own rules differ (int64 with float32 gives float64 there), so ops
-cast to the promoted dtype before they compute.
+tensor is float64. NumPy's own rules differ (int64 with float32 gives float64 there), so where
+they would, ops cast to the promoted dtype before they compute.
 """
 import numpy
 
@@ -123,8 +123,13 @@ def promote(op, *operands, floating=False):
     dtype = result_type(*operands)
     if floating and dtype.kind in "biu":
         dtype = get_default_dtype()
-    return tuple([(x if x.dtype == dtype else x.astype(dtype)) if isinstance(x, Tensor)
-                  else _constant(x, dtype, like) for x in operands])
+    dtypes = [x.dtype if isinstance(x, Tensor) else dtype for x in operands]
+    # Where NumPy's own rule lands on the same dtype (float32 * bool, float16 * float32),
+    # the arrays go in as they are: a cast would only cost a pass over the data. (The engine
+    # brings each gradient back to its input's dtype either way.)
+    same = numpy.result_type(*dtypes) == dtype
+    return tuple([(x if same or x.dtype == dtype else x.astype(dtype))
+                  if isinstance(x, Tensor) else _constant(x, dtype, like) for x in operands])
 
 
 def check_same_dtype(op, names, operands):

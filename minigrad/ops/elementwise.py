@@ -7,7 +7,7 @@ from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
 from ..tensor import Tensor
-from ._promotion import promote
+from ._promotion import promote, result_type
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 
@@ -193,12 +193,21 @@ def pow(a, exponent):
     """a ** exponent. A number exponent is a constant (Pow); a tensor exponent is an input
     (PowTensor); the dtype follows promotion (an int tensor ** 0.5 is float32)."""
     if isinstance(exponent, (int, float)) and isinstance(a, Tensor):
-        a, _ = promote("pow", a, exponent)
-        _refuse_bool("pow", (a,), "a power of bools is undefined")
+        a = _promoted_alone("pow", a, exponent)
+        if a.dtype.kind == "b":
+            _refuse_bool("pow", (a,), "a power of bools is undefined")
         return Pow.apply(a, exponent=exponent)
     a, exponent = promote("pow", a, exponent)
-    _refuse_bool("pow", (a,), "a power of bools is undefined")
+    if a.dtype.kind == exponent.dtype.kind == "b":
+        _refuse_bool("pow", (a, exponent), "a power of bools is undefined")
     return PowTensor.apply(a, exponent)
+
+
+def _promoted_alone(op, a, *numbers):
+    """The tensor `a` cast to the dtype promotion gives it with `numbers`, for ops that keep
+    the numbers as attributes (pow's constant exponent, clamp's bounds)."""
+    dtype = result_type(a, *numbers)
+    return a if a.dtype == dtype else a.astype(dtype)
 
 
 class Exp(Op):
@@ -382,7 +391,7 @@ def clamp(a, min=None, max=None):
     """a limited to [min, max] elementwise (numbers; either may be None), as torch.clamp."""
     if min is None and max is None:
         raise ValueError(f"clamp: give min, max or both (tensor of shape {a.shape})")
-    a = promote("clamp", a, *[bound for bound in (min, max) if bound is not None])[0]
+    a = _promoted_alone("clamp", a, *[bound for bound in (min, max) if bound is not None])
     return Clamp.apply(a, low=min, high=max)
 
 
