@@ -166,7 +166,7 @@ def tile(x, dims):
 
 def squeeze(x, dim=None):
     """x without its length-1 axes (all of them, or those among `dim` that have length 1)."""
-    axes = range(x.ndim) if dim is None else _axes("squeeze", dim, x.ndim)
+    axes = normalize_axes("squeeze", dim, x.ndim)
     axes = axes if x.ndim else ()   # a 0-d tensor's dim 0 or -1: nothing to drop
     drop = {a for a in axes if x.shape[a] == 1}
     return reshape(x, [n for a, n in enumerate(x.shape) if a not in drop])
