@@ -156,7 +156,8 @@ def empty(*shape, dtype=None, device=None, requires_grad=False):
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     """The (n, m) identity matrix (m = n by default)."""
     backend = get_backend(device)
-    return _made(backend.xp.eye(n, m, dtype=as_dtype(dtype) or get_default_dtype()), backend, requires_grad)
+    array = backend.xp.eye(n, m, dtype=as_dtype(dtype) or get_default_dtype())
+    return _made(array, backend, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
