@@ -8,6 +8,11 @@ from .creation import (allclose, arange, empty, eye, from_numpy, full, full_like
                        manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                        randperm, tensor, zeros, zeros_like)
 from .dlpack import from_dlpack
+from .dtypes import (complex64, complex128, double, float16, float32, float64, get_default_dtype,
+                     half, int8, int16, int32, int64, long, set_default_dtype, uint8)
+from .dtypes import bool_ as bool  # noqa: A001  (PyTorch's name; shadows bool only as mg.bool)
+from .dtypes import float32 as float  # noqa: A001
+from .dtypes import int32 as int  # noqa: A001
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor

@@ -1,12 +1,16 @@
 """Functions that make tensors: from data, filled, random (one seeded generator), ranges.
 
 Every function takes `dtype=`, `device=` ("cpu" | "cuda") and, where it makes sense,
-`requires_grad=`. Without a dtype, filled and random tensors are float32 and the rest follow the
-rules of `tensor` (see minigrad/tensor.py).
+`requires_grad=`. Without a dtype, filled and random tensors have the default float dtype
+(float32, `mg.set_default_dtype`) and the rest follow the rules of `tensor` (minigrad/tensor.py).
 """
+import numbers
+
 import numpy
 
 from .backends import get_backend
+from .dtypes import as_dtype, get_default_dtype
+from .ops._shapes import check_sizes
 from .tensor import Tensor, shape_from_args
 
 _generator = numpy.random.default_rng()
@@ -37,7 +41,8 @@ def generator(backend=None):
 def tensor(data, requires_grad=False, dtype=None, device=None):
     """A new tensor with its own copy of `data` (a number, a nested list, an array or a tensor).
 
-    Python floats become float32 and ints int64; arrays keep their dtype unless `dtype` is given.
+    Python floats get the default float dtype and ints int64; arrays keep their dtype unless
+    `dtype` is given.
     """
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device, copy=True)
 
@@ -49,28 +54,35 @@ def from_numpy(array):
     return Tensor(array)
 
 
+def _shape(op, args):
+    """The checked shape meant by `op(2, 3)` or `op((2, 3))`."""
+    return check_sizes(op, shape_from_args(args))
+
+
 def _made(array, backend, requires_grad):
     return Tensor(array, requires_grad=requires_grad, device=backend.device)
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
     backend = get_backend(device)
-    array = backend.xp.zeros(shape_from_args(shape), dtype or "float32")
+    array = backend.xp.zeros(_shape("zeros", shape), as_dtype(dtype) or get_default_dtype())
     return _made(array, backend, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
     backend = get_backend(device)
-    array = backend.xp.ones(shape_from_args(shape), dtype or "float32")
+    array = backend.xp.ones(_shape("ones", shape), as_dtype(dtype) or get_default_dtype())
     return _made(array, backend, requires_grad)
 
 
 def full(shape, value, dtype=None, device=None, requires_grad=False):
     """`shape` filled with `value`; the dtype follows `value` as in `tensor` (7 -> int64,
-    0.5 -> float32) unless given."""
+    0.5 -> the default float dtype) unless given."""
     backend = get_backend(device)
-    dtype = dtype or Tensor(value).dtype
-    array = backend.xp.full(shape_from_args((shape,)), value, dtype)
+    if not isinstance(value, numbers.Number):
+        raise TypeError(f"full: the fill value must be a number, got {value!r}")
+    dtype = as_dtype(dtype) or Tensor(value).dtype
+    array = backend.xp.full(_shape("full", (shape,)), value, dtype)
     return _made(array, backend, requires_grad)
 
 
@@ -87,23 +99,29 @@ def full_like(t, value, dtype=None, requires_grad=False):
                 requires_grad=requires_grad)
 
 
-def _random(samples, dtype, device, requires_grad):
+def _random(op, draw, shape, dtype, device, requires_grad):
+    """Floating samples `draw(shape)` as a tensor."""
+    dtype = as_dtype(dtype) or get_default_dtype()
+    if dtype.kind != "f":
+        raise TypeError(f"{op}: samples need a floating-point dtype, not {dtype}")
+    return _from_samples(draw(_shape(op, shape)), dtype, device, requires_grad)
+
+
+def _from_samples(samples, dtype, device, requires_grad):
     # Drawn on the CPU so that a seed gives the same numbers on every device.
     backend = get_backend(device)
-    array = backend.asarray(samples.astype(dtype or "float32", copy=False))
+    array = backend.asarray(samples.astype(dtype, copy=False))
     return _made(array, backend, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (drawn on the CPU from the seeded generator)."""
-    samples = _generator.standard_normal(shape_from_args(shape))
-    return _random(samples, dtype, device, requires_grad)
+    return _random("randn", _generator.standard_normal, shape, dtype, device, requires_grad)
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (drawn on the CPU from the seeded generator)."""
-    samples = _generator.random(shape_from_args(shape))
-    return _random(samples, dtype, device, requires_grad)
+    return _random("rand", _generator.random, shape, dtype, device, requires_grad)
 
 
 def randn_like(t, dtype=None, requires_grad=False):
@@ -116,24 +134,30 @@ def rand_like(t, dtype=None, requires_grad=False):
 
 def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False):
     """Like numpy.arange (`arange(n)`, `arange(start, stop, step)`); integer arguments give
-    int64, others float32."""
+    int64, others the default float dtype."""
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise TypeError(f"arange: {name} must be a real number, got {value!r}")
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
     backend = get_backend(device)
     data = backend.xp.arange(start, stop, step)
-    default = {"i": "int64", "f": "float32"}.get(data.dtype.kind)
-    return _made(data.astype(dtype or default, copy=False), backend, requires_grad)
+    default = {"i": "int64", "f": get_default_dtype()}.get(data.dtype.kind)
+    return _made(data.astype(as_dtype(dtype) or default, copy=False), backend, requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor of `shape` (as torch.empty: fill it before reading it)."""
     backend = get_backend(device)
-    array = backend.xp.empty(shape_from_args(shape), dtype or "float32")
+    array = backend.xp.empty(shape_from_args(shape), as_dtype(dtype) or get_default_dtype())
     return _made(array, backend, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     """The (n, m) identity matrix (m = n by default)."""
     backend = get_backend(device)
-    return _made(backend.xp.eye(n, m, dtype=dtype or "float32"), backend, requires_grad)
+    array = backend.xp.eye(n, m, dtype=as_dtype(dtype) or get_default_dtype())
+    return _made(array, backend, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
@@ -142,7 +166,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     backend = get_backend(device)
     array = backend.xp.linspace(start, end, steps, dtype="float64")
-    return _made(array.astype(dtype or "float32"), backend, requires_grad)
+    return _made(array.astype(as_dtype(dtype) or get_default_dtype()), backend, requires_grad)
 
 
 def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
@@ -154,12 +178,13 @@ def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=Fa
         raise ValueError(f"randint: expected randint(low, high, size) with low < high, got "
                          f"low={low}, high={high}, size={size}")
     samples = _generator.integers(low, high, shape_from_args((size,)))
-    return _random(samples, dtype or "int64", device, requires_grad)
+    return _from_samples(samples, as_dtype(dtype) or "int64", device, requires_grad)
 
 
 def randperm(n, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64 by default), from the seeded generator."""
-    return _random(_generator.permutation(n), dtype or "int64", device, requires_grad)
+    return _from_samples(_generator.permutation(n), as_dtype(dtype) or "int64", device,
+                         requires_grad)
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -1,26 +1,34 @@
 """Tensor: an array, its gradient, and the node that made it. Every operator calls an op.
 
 dtypes of new tensors (`mg.tensor(data)`, `Tensor(data)`):
-    dtype=...                          converted to that dtype
+    dtype=...                          converted to that dtype (any spelling: mg.float32,
+                                       "float32", "float", numpy.float32; see minigrad/dtypes.py)
     an array, a NumPy scalar, a Tensor keeps its dtype (a float64 NumPy array stays float64)
-    Python numbers and nested lists    floats -> float32, ints -> int64, bools -> bool,
-                                       complex -> complex64 (PyTorch's defaults)
-Operators follow NumPy's promotion: a Python number keeps the tensor's dtype
-(float32 tensor * 2.5 is float32), arrays and tensors of two dtypes promote (float32 * float64
-is float64, int64 * float32 is float64).
+    Python numbers and nested lists    floats -> the default float dtype (float32), ints ->
+                                       int64, bools -> bool, complex -> complex64 (PyTorch's)
+Operators follow PyTorch's promotion (ops/_promotion.py): a Python number never widens a
+tensor within its category (float16 tensor * 2.5 is float16), an int tensor with a Python float
+or divided by anything is float32, and two tensors promote as torch.result_type says.
 """
 from . import autograd
 from .backends import backend_of, get_backend, normalize_device
+from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
 from .version import VersionCounter
 
-_DTYPE_OF_PYTHON_DATA = {"f": "float32", "i": "int64", "b": "bool", "c": "complex64"}
 _NUMERIC_KINDS = "biufc"
+
+
+def _dtype_of_python_data(kind):
+    """The dtype PyTorch gives Python numbers of NumPy `kind`, or None to keep NumPy's."""
+    return {"f": get_default_dtype(), "i": "int64", "b": "bool",
+            "c": default_complex_dtype()}.get(kind)
 
 
 def _as_array(data, dtype, device, copy):
     """`data` as an array of the backend of `device` (default: where `data` is), with the dtype
     rules above; a copy when `copy` or when it must move, else the array itself if it fits."""
+    dtype = as_dtype(dtype)
     if isinstance(data, Tensor):
         data = data.data
     source = backend_of(data)
@@ -29,9 +37,13 @@ def _as_array(data, dtype, device, copy):
     if backend is not source:
         data, copy = source.to_numpy(data), False   # moving makes a copy already
     if dtype is None and not hasattr(data, "dtype"):   # Python numbers and (nested) lists
-        array = xp.asarray(data)
-        if array.dtype.kind in _DTYPE_OF_PYTHON_DATA:
-            array = array.astype(_DTYPE_OF_PYTHON_DATA[array.dtype.kind], copy=False)
+        try:
+            array = xp.asarray(data)
+        except ValueError:
+            raise ValueError(f"tensor: the nested lists are not rectangular (every list at one "
+                             f"depth must have the same length): {str(data)[:60]}") from None
+        if _dtype_of_python_data(array.dtype.kind) is not None:
+            array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:
         array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
     if array.dtype.kind not in _NUMERIC_KINDS:
@@ -43,8 +55,11 @@ def _as_array(data, dtype, device, copy):
 
 def shape_from_args(args):
     """The shape meant by a call's positional arguments: `f(2, 3)` and `f((2, 3))` both mean
-    (2, 3)."""
-    return tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+    (2, 3). The sizes are not checked here (see ops._shapes.check_sizes)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)) or (
+            len(args) == 1 and type(args[0]).__name__ == "Size"):
+        return tuple(args[0])
+    return tuple(args)
 
 
 def _check_can_require_grad(dtype, what):
@@ -141,7 +156,11 @@ class Tensor:
         self._grad = value
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        if dim is None:
+            return self.shape
+        if self.ndim == 0:
+            raise ops.AxisError(f"size: dim {dim} given but a 0-d tensor has no dims")
+        return self.shape[ops.normalize_axis("size", dim, self.shape)]
 
     def numel(self):
         return int(self.data.size)
@@ -182,7 +201,7 @@ class Tensor:
         """This tensor on `device` and/or with `dtype`: itself when nothing changes, otherwise a
         copy made by an op, so gradients flow back to this tensor."""
         out = self
-        if dtype is not None and self._backend.xp.dtype(dtype) != self.dtype:
+        if dtype is not None and as_dtype(dtype) != self.dtype:
             out = out.astype(dtype)
         if device is not None and normalize_device(device) != self.device:
             out = ops.to_device(out, device)
@@ -237,9 +256,15 @@ class Tensor:
         return self.data.__dlpack_device__()
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, grad=None, retain_graph=None, create_graph=False):
-        """Accumulate the gradient of this tensor into `.grad` of the leaves behind it."""
-        autograd.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, *, grad=None):
+        """Accumulate the gradient of this tensor into `.grad` of the leaves behind it;
+        `gradient` (PyTorch's name) or `grad` is the gradient flowing into this tensor."""
+        if grad is not None:
+            if gradient is not None:
+                raise TypeError("backward: got gradient= and grad=; they are the same argument, "
+                                "give one")
+            gradient = grad
+        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other): return ops.add(self, other)
@@ -253,7 +278,7 @@ class Tensor:
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
     def __pow__(self, exponent): return ops.pow(self, exponent)
-    def __rpow__(self, base): return ops.pow(ops.base.lift(ops.Pow, base, self), self)
+    def __rpow__(self, base): return ops.pow(base, self)
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
     def __getitem__(self, index): return ops.getitem(self, index)
@@ -280,6 +305,16 @@ class Tensor:
                              "use .any() or .all()")
         return bool(self.item())
 
+    def __format__(self, spec):
+        """f"{loss:.4f}": a one-element tensor formats as its number; other tensors take only
+        the empty format (their repr)."""
+        if self.data.size == 1 and spec:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"format: spec {spec!r} needs a one-element tensor, this one has "
+                            f"shape {self.shape}")
+        return repr(self)
+
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
@@ -290,19 +325,69 @@ class Tensor:
     def relu(self): return ops.relu(self)
     def tanh(self): return ops.tanh(self)
     def sigmoid(self): return ops.sigmoid(self)
-    def abs(self):  # |x| = x * sign(x), so the gradient at 0 is 0 (as in PyTorch)
-        return self * Tensor.from_array(self._backend.xp.sign(self.data), self._backend)
+    def abs(self): return ops.abs(self)
     def maximum(self, other): return ops.maximum(self, other)
-    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return ops.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return -ops.max(-self, axis, keepdims)
+    def minimum(self, other): return ops.minimum(self, other)
+    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
+    clip = clamp
 
-    def var(self, axis=None, keepdims=False, correction=1):
-        return ops.var(self, axis, keepdims, correction)
+    # Reductions take PyTorch's dim=/keepdim= or NumPy's axis=/keepdims=.
+    def sum(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.sum(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
-    def argmax(self, axis=None):
-        return Tensor.from_array(self.data.argmax(axis=axis), self._backend)
+    def mean(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.mean(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def prod(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.prod(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def logsumexp(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.logsumexp(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def amax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.max(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def amin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.min(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def max(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """As in PyTorch: the largest value (no dim); the named tuple (values, indices) along
+        an int dim; maximum(self, other) for a tensor. A tuple of dims reduces like amax."""
+        return self._extremum("max", ops.maximum, ops.max, dim, keepdim, axis, keepdims)
+
+    def min(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        """As max, for the smallest."""
+        return self._extremum("min", ops.minimum, ops.min, dim, keepdim, axis, keepdims)
+
+    def _extremum(self, name, elementwise, reduction, dim, keepdim, axis, keepdims):
+        if isinstance(dim, Tensor):
+            return elementwise(self, dim)
+        dim, keepdim = ops.dim_keywords(name, dim, keepdim, axis, keepdims)
+        if dim is None or isinstance(dim, (tuple, list)):
+            return reduction(self, dim, keepdim)
+        return ops.extremum_along(name, self, dim, keepdim)
+
+    def var(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
+            keepdims=None):
+        return ops.var(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
+                       keepdims=keepdims)
+
+    def std(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
+            keepdims=None):
+        return ops.std(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
+                       keepdims=keepdims)
+
+    def argmax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.argmax(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
+        return ops.argmin(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    def softmax(self, dim=None, *, axis=None):
+        dim, _ = ops.dim_keywords("softmax", dim, None, axis, None)
+        return ops.softmax(self, -1 if dim is None else dim)
+
+    def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
 
     def any(self): return bool(self.data.any())
     def all(self): return bool(self.data.all())
@@ -313,10 +398,18 @@ class Tensor:
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
-        """Merge the axes start_dim..end_dim (all by default) into one."""
+        """Merge the axes start_dim..end_dim (all by default) into one; a 0-d tensor becomes
+        1-d, as in PyTorch."""
         shape = self.shape
-        end = end_dim % len(shape) + 1 if shape else 0
-        return self.reshape(shape[:start_dim] + (-1,) + shape[end:])
+        start = ops.normalize_axis("flatten", start_dim, shape)
+        end = ops.normalize_axis("flatten", end_dim, shape)
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                             f"(tensor of shape {shape})")
+        return self.reshape(shape[:start] + (-1,) + shape[end + 1:])
+
+    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
+    def squeeze(self, dim=None): return ops.squeeze(self, dim)
 
     def permute(self, *axes):
         return ops.transpose(self, shape_from_args(axes))
@@ -331,6 +424,9 @@ class Tensor:
         return self.swapaxes(dim0, dim1)
 
     def swapaxes(self, dim0, dim1):
+        dim0, dim1 = (ops.normalize_axis("transpose", d, self.shape) for d in (dim0, dim1))
+        if self.ndim == 0:   # dims 0 and -1 of a 0-d tensor: nothing to swap
+            return ops.transpose(self)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return ops.transpose(self, axes)
@@ -338,7 +434,11 @@ class Tensor:
     def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
 
     def expand(self, *shape):
-        return self.broadcast_to(shape_from_args(shape))
+        """broadcast_to, where -1 keeps a length (PyTorch's expand)."""
+        shape = shape_from_args(shape)
+        lead = len(shape) - self.ndim
+        return self.broadcast_to(tuple(self.shape[i - lead] if n == -1 and i >= lead else n
+                                       for i, n in enumerate(shape)))
 
     # ------------------------------------------------------------------ display
     def __repr__(self):

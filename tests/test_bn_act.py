@@ -152,7 +152,8 @@ def test_the_input_is_freed_after_forward_and_backward_still_works():
 
 def test_the_fused_batch_norm_keeps_its_input():
     """The check above can fail: the plain fused op holds x until backward."""
-    ref, y, _ = _input_ref(lambda x: mg.ops.fused_batch_norm(x, mg.ones(4), None)[0])
+    ref, y, _ = _input_ref(
+        lambda x: mg.ops.fused_batch_norm(x, mg.ones(4, dtype=x.dtype), None)[0])
     assert ref() is not None
 
 def test_batchnorm_memory_output_frees_the_input_and_equals_memory_input():

@@ -15,7 +15,7 @@ TOL = {np.float64: dict(atol=1e-10, rtol=1e-7), np.float32: dict(atol=1e-4, rtol
 def _same_layer(make, dtype):
     """(ours, PyTorch's) built alike, ours holding PyTorch's parameters."""
     theirs = make(torch.nn).to(torch.float64 if dtype == np.float64 else torch.float32)
-    ours = make(nn)
+    ours = make(nn).to(dtype=dtype)   # conv2d does not promote, as in PyTorch
     state = theirs.state_dict()
     assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
         {k: tuple(v.shape) for k, v in state.items()}

@@ -180,7 +180,7 @@ def test_sgd_trains_a_model_through_module_parameters():
     mg.manual_seed(0)
     model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
     opt = optim.Adam(model.parameters(), lr=0.05)
-    x = mg.tensor(np.random.default_rng(0).standard_normal((32, 2)))
+    x = mg.tensor(np.random.default_rng(0).standard_normal((32, 2)), dtype=mg.float32)
     y = (x * x).sum(axis=1, keepdims=True)
     first = None
     for _ in range(60):

@@ -11,6 +11,7 @@ from ..creation import generator
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, conv1d,  # noqa: F401
                    conv2d, conv_transpose2d, max_pool2d, sigmoid, tanh)
+from ..ops._promotion import check_same_dtype
 from ..tensor import Tensor
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
@@ -20,6 +21,11 @@ from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_log
 
 def linear(input, weight, bias=None):
     """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
+    check_same_dtype("linear", ("input", "weight", "bias"), (input, weight, bias))
+    if weight.ndim != 2 or input.ndim < 1 or input.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {input.shape} does not fit weight of shape "
+                         f"{weight.shape}: expected (*, {weight.shape[-1]}) inputs and a 2-D "
+                         "weight (out_features, in_features)")
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
 
@@ -71,9 +77,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 def flatten(input, start_dim=0, end_dim=-1):
     """`input` with dimensions start_dim..end_dim merged into one."""
-    shape = input.shape
-    start, end = start_dim % max(input.ndim, 1), end_dim % max(input.ndim, 1)
-    return ops.reshape(input, shape[:start] + (-1,) + shape[end + 1:])
+    return input.flatten(start_dim, end_dim)
 
 
 def dropout(input, p=0.5, training=True):

@@ -55,6 +55,9 @@ class GroupNorm(Module):
         _affine_parameters(self, (num_channels,), affine, True, device, dtype)
 
     def forward(self, input):
+        if input.ndim < 2 or input.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm: expected input of shape (N, {self.num_channels}, *) "
+                             f"for num_channels={self.num_channels}, got shape {input.shape}")
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):

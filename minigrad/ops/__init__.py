@@ -4,7 +4,6 @@
 subclass `Op` with `forward` (array code on `ctx.xp`) and `backward` (tensor code), and call it
 with `.apply` (docs/new-op.md).
 """
-from ._shapes import unbroadcast
 from .activation import (
                          Elu,
                          Gelu,
@@ -25,32 +24,42 @@ from .activation import (
                          softplus,
 )
 from .adaptive_pool import AdaptiveMaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d
+from ._shapes import (AxisError, as_int, dim_keywords, normalize_axes, normalize_axis,
+                      unbroadcast)
 from .base import Op
 from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
 from .conv_functions import conv1d, conv2d, conv_transpose2d
 from .device import ToDevice, to_device
 from .elementwise import (
+                         Abs,
                          Add,
                          Cast,
+                         Clamp,
                          Div,
                          Exp,
+                         Keep,
                          Log,
                          Maximum,
+                         Minimum,
                          Mul,
                          Neg,
                          Pow,
+                         PowTensor,
                          Relu,
                          Sigmoid,
                          Sqrt,
                          Sub,
                          Tanh,
                          Where,
+                         abs,
                          add,
                          cast,
+                         clamp,
                          div,
                          exp,
                          log,
                          maximum,
+                         minimum,
                          mul,
                          neg,
                          pow,
@@ -111,7 +120,8 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
-from .reduction import Max, Mean, Sum, Var, max, mean, sum, var
+from .reduction import (LogSumExp, Max, MaxResult, Mean, Min, MinResult, Prod, Sum, Var, argmax,
+                        argmin, extremum_along, logsumexp, max, mean, min, prod, std, sum, var)
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
 from .special import Erf, erf
 from .window import Fold, Unfold

@@ -1,18 +1,70 @@
-"""Shape helpers shared by the ops: axis normalization, the broadcasting check and the one
+"""Shape helpers shared by the ops: axis and size checks, the broadcasting check and the one
 gradient-unbroadcast rule."""
 import itertools
+import operator
 
 
-def normalize_axes(op, axis, ndim):
-    """`axis` (None, an int or a sequence) as a sorted tuple of non-negative axes."""
+def as_int(op, what, value, shape=None):
+    """`value` (an int or a NumPy integer, not a bool or a float) as an int, or a TypeError
+    naming `op` and `what` it was meant to be."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    of = "" if shape is None else f" (tensor of shape {tuple(shape)})"
+    raise TypeError(f"{op}: {what} must be an int, got {value!r} of type "
+                    f"{type(value).__name__}{of}")
+
+
+class AxisError(IndexError, ValueError):
+    """An axis (dim) out of range: an IndexError as in PyTorch, a ValueError as in NumPy."""
+
+
+def normalize_axis(op, axis, dims):
+    """One axis (negative counts from the end) as a non-negative int; `dims` is the tensor's
+    shape, or only its number of dimensions. A 0-d tensor accepts 0 and -1, as in PyTorch."""
+    ndim = dims if type(dims) is int else len(dims)
+    if type(axis) is int and -ndim <= axis < ndim:   # the common case, checked without calls
+        return axis % ndim
+    shape = tuple(dims) if not isinstance(dims, int) else None
+    a = as_int(op, "an axis (dim)", axis, shape)
+    if not -max(ndim, 1) <= a < max(ndim, 1):
+        of = f"shape {shape}" if shape is not None else f"{ndim} dims"
+        raise AxisError(f"{op}: axis {a} is out of range for a tensor of {of} "
+                        f"(expected {-max(ndim, 1)} <= axis < {max(ndim, 1)})")
+    return a % ndim if ndim else 0
+
+
+def check_sizes(op, sizes, allow_infer=False):
+    """`sizes` (a shape) as a tuple of ints, each >= 0, or a clear error naming `op`; with
+    `allow_infer`, one size may be -1 (reshape's "whatever is left")."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        sizes = (sizes,)
+    sizes, lowest = tuple(sizes), -1 if allow_infer else 0
+    for n in sizes:   # the common case: plain ints in range, checked without calls
+        if type(n) is not int or n < lowest:
+            break
+    else:
+        if not allow_infer or sizes.count(-1) <= 1:
+            return sizes
+    sizes = tuple([as_int(op, "a size", n) for n in sizes])
+    bad = [n for n in sizes if n < lowest]
+    if bad or (allow_infer and sizes.count(-1) > 1):
+        expected = "sizes >= 0 and at most one -1" if allow_infer else "sizes >= 0"
+        raise ValueError(f"{op}: invalid shape {sizes}: expected {expected}")
+    return sizes
+
+
+def normalize_axes(op, axis, dims):
+    """`axis` (None for all, an int or a sequence of ints) as a sorted tuple of non-negative
+    axes, each checked by `normalize_axis`; `dims` is the shape or the number of dims. (For a
+    0-d tensor, dim 0 or -1 reads as (0,): the callers that reduce drop it.)"""
+    ndim = dims if isinstance(dims, int) else len(dims)
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    result = []
-    for a in axes:
-        if not -ndim <= a < max(ndim, 1):
-            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} dims")
-        result.append(a % ndim if ndim else 0)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    result = [normalize_axis(op, a, dims) for a in axes]
     if len(set(result)) != len(result):
         raise ValueError(f"{op}: axis {axis} names an axis twice")
     return tuple(sorted(result))
@@ -47,3 +99,19 @@ def unbroadcast(grad, shape):
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
     summed = grad.sum(axis=axes, keepdims=True) if axes else grad
     return summed.reshape(shape)
+
+
+def dim_keywords(op, dim, keepdim, axis, keepdims):
+    """PyTorch's dim=/keepdim= or their NumPy spellings axis=/keepdims= (one of each pair) as
+    (axis, keepdims)."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{op}: got dim={dim!r} and axis={axis!r}; they are the same "
+                            "argument, give one")
+        dim = axis
+    if keepdims is not None:
+        if keepdim is not None:
+            raise TypeError(f"{op}: got keepdim={keepdim!r} and keepdims={keepdims!r}; they are "
+                            "the same argument, give one")
+        keepdim = keepdims
+    return dim, bool(keepdim)

@@ -30,6 +30,7 @@ class Softmax(Op):
     def forward(ctx, x, axis):
         _check_floating("softmax", x)
         ctx.axis = normalize_axes("softmax", axis, x.ndim)[0]
+        ctx.axis = ctx.axis if x.ndim else None   # a 0-d tensor's dim 0 or -1: all of it
         y = ctx.xp.exp(x - x.max(axis=ctx.axis, keepdims=True))
         y /= y.sum(axis=ctx.axis, keepdims=True)
         ctx.save(y)

@@ -5,6 +5,7 @@ import numpy
 from .. import autograd, version
 from ..backends import DeviceError, get_backend
 from ..tensor import Tensor
+from ._promotion import lift
 
 default_backend = get_backend("cpu")   # where an op without tensor inputs runs
 
@@ -138,7 +139,7 @@ def _as_inputs(op, inputs):
     for x in inputs:
         if not isinstance(x, Tensor) and x is not None:
             like = next((t for t in inputs if isinstance(t, Tensor)), None)
-            inputs = tuple([lift(op, t, like) for t in inputs])
+            inputs = tuple([lift(op.name(), t, like) for t in inputs])
             break
     backend, wants_grad = None, False
     for x in inputs:
@@ -205,22 +206,3 @@ def device_mismatch(name, tensors):
     i, other = next((i, t) for i, t in enumerate(tensors) if t._backend is not first._backend)
     return DeviceError(f"{name}: input 0 is on {first.device} but input {i} is on "
                        f"{other.device}; move them to one device with .to(device)")
-
-
-def lift(op, value, like):
-    """`value` as a tensor next to the tensor `like`: a Tensor is kept, a Python number becomes a
-    constant of the dtype NumPy's promotion gives it next to `like`, an array is copied over,
-    None (an absent optional input) stays None."""
-    if value is None or isinstance(value, Tensor):
-        return value
-    if like is None:
-        return Tensor(value)
-    if isinstance(value, (bool, int, float)):
-        xp = like._backend.xp
-        return Tensor.from_array(xp.asarray(value, dtype=xp.result_type(like.dtype, value)),
-                            like._backend)
-    try:
-        return Tensor(value, dtype=getattr(value, "dtype", None), device=like.device)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{op.name()}: cannot use an input of type {type(value).__name__} "
-                        f"({error}); expected a Tensor, a number or an array") from None

@@ -25,6 +25,7 @@ blocks: backends/numpy_conv.py). The result lands in one (O, Ho, Wo, N) array, s
 is a transposed view, not a copy, and the layers after it (batch norm, ReLU, pooling, the next
 im2col) work on that channels-first layout without reordering it.
 """
+from ..tensor import Tensor
 from .base import Op
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
 
@@ -160,3 +161,22 @@ class Conv2dWeight(Op):
             if need_x else None
         dg = _crop(Conv2d.apply(x, u, None, **ctx.geometry), g.shape) if need_g else None
         return dx, dg
+
+
+class EmptyBatchConv2d(Op):
+    """conv2d of an empty batch (N = 0), as in PyTorch: a (0, O, Ho, Wo) output;
+    dx is empty, dweight = 0 (a sum of no products), dbias = g summed, also 0."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
+        check_conv("conv2d", x, weight, bias, groups, lambda w: w.shape[1] * groups)
+        ho, wo = output_size("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
+        ctx.x_shape, ctx.weight_shape = x.shape, weight.shape
+        return ctx.xp.zeros((0, weight.shape[0], ho, wo), dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, backend = ctx.xp, ctx.backend
+        dx = Tensor.from_array(xp.zeros(ctx.x_shape, dtype=g.dtype), backend)
+        dw = Tensor.from_array(xp.zeros(ctx.weight_shape, dtype=g.dtype), backend)
+        return dx, dw, (g.sum(axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None)

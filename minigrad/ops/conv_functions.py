@@ -6,7 +6,8 @@ padding="valid" (none) or "same" (stride 1; the output has the input's size).
 the extra row or column goes to the bottom or right, as in PyTorch (padded first, since the
 window ops pad symmetrically). conv1d is conv2d over a length-1 height axis.
 """
-from .conv import Conv2d, ConvTranspose2d
+from ._promotion import check_same_dtype
+from .conv import Conv2d, ConvTranspose2d, EmptyBatchConv2d
 from .join import pad
 from .shape import reshape
 from .window import ntuple, pair
@@ -48,8 +49,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     sides = conv_padding("conv2d", padding, weight.shape[2:], stride, dilation)
     if any(before != after for before, after in sides):   # "same" with an odd total
         x = pad(x, ((0, 0), (0, 0)) + tuple((0, after - before) for before, after in sides))
-    return Conv2d.apply(x, weight, bias, stride=stride, padding=tuple(b for b, _ in sides),
-                        dilation=dilation, groups=groups)
+    check_same_dtype("conv2d", ("input", "weight", "bias"), (x, weight, bias))
+    op = EmptyBatchConv2d if x.shape[0] == 0 else Conv2d
+    return op.apply(x, weight, bias, stride=stride, padding=tuple(b for b, _ in sides),
+                    dilation=dilation, groups=groups)
 
 
 def _one(op, name, value, minimum):

@@ -3,9 +3,13 @@
 Each backward is the chain rule for one function, written with tensor ops so that it can be
 differentiated again; `unbroadcast` sums a gradient back to the shape of a broadcast input.
 """
+from ..backends import select
+from ..backends.select import keep_mask
+from ..dtypes import as_dtype
 from ..tensor import Tensor
+from ._promotion import promote, result_type
 from ._shapes import broadcast_clash, unbroadcast
-from .base import Op, lift
+from .base import Op
 
 
 def _check_broadcast(op, *arrays):
@@ -47,7 +51,7 @@ class Add(Op):
 
 
 def add(a, b):
-    return Add.apply(a, b)
+    return Add.apply(*promote("add", a, b))
 
 
 class Sub(Op):
@@ -64,7 +68,18 @@ class Sub(Op):
 
 
 def sub(a, b):
-    return Sub.apply(a, b)
+    _refuse_bool("sub", (a, b), "for bools use a != b (xor)")
+    return Sub.apply(*promote("sub", a, b))
+
+
+def _refuse_bool(op, operands, hint):
+    """A TypeError for arithmetic PyTorch does not define on bools (a bool tensor or a Python
+    bool among `operands`)."""
+    if any(isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", "") == "b"
+           for x in operands):
+        raise TypeError(f"{op}: not supported with a bool operand (dtypes "
+                        f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}); {hint}, "
+                        "or cast to an integer dtype first")
 
 
 class Mul(Op):
@@ -83,7 +98,7 @@ class Mul(Op):
 
 
 def mul(a, b):
-    return Mul.apply(a, b)
+    return Mul.apply(*promote("mul", a, b))
 
 
 class Div(Op):
@@ -102,7 +117,8 @@ class Div(Op):
 
 
 def div(a, b):
-    return Div.apply(a, b)
+    """True division: integer operands give the default float dtype."""
+    return Div.apply(*promote("div", a, b, floating=True))
 
 
 class Neg(Op):
@@ -118,6 +134,8 @@ class Neg(Op):
 
 
 def neg(a):
+    if isinstance(a, Tensor):
+        _refuse_bool("neg", (a,), "for bools use ~ (logical not)")
     return Neg.apply(a)
 
 
@@ -128,7 +146,7 @@ class Pow(Op):
     def forward(ctx, a, exponent):
         ctx.exponent = exponent
         ctx.save(a)
-        return a ** exponent
+        return _integer_power(ctx.xp, a, exponent)
 
     @staticmethod
     def backward(ctx, g):
@@ -139,11 +157,57 @@ class Pow(Op):
         return g * p * a ** (p - 1) if p != 1 else g
 
 
+class PowTensor(Op):
+    """a ** t elementwise, for tensors a and t (NumPy's power: (-2) ** 2 = 4, 0 ** 0 = 1);
+    da = g * t * a^(t-1), 0 where t = 0;  dt = g * a^t * log(a), 0 where a = 0 and t >= 0
+    (PyTorch's rules: the limits that keep both gradients finite at a zero base)."""
+
+    @staticmethod
+    def forward(ctx, a, t):
+        _remember_shapes(ctx, "pow", a, t)
+        out = _integer_power(ctx.xp, a, t)
+        ctx.save(a, t, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, t, out = ctx.saved
+        zero_power, zero_base = t.data == 0, (a.data == 0) & (t.data >= 0)
+        # Where a gradient is set to 0, the formula is fed harmless values (a ** 0, log 1), so
+        # no inf or NaN appears there, nor in a second derivative.
+        return _grads(ctx, lambda: where(zero_power, 0, g * t * a ** where(zero_power, 1, t - 1)),
+                      lambda: where(zero_base, 0, g * out * log(where(zero_base, 1, a))))
+
+
+def _integer_power(xp, a, exponent):
+    """a ** exponent, with NumPy's error for a negative integer power of integers named."""
+    try:
+        return xp.power(a, exponent)
+    except ValueError as error:
+        raise ValueError(f"pow: {error} (base of dtype {a.dtype}, exponent "
+                         f"{getattr(exponent, 'dtype', exponent)}); make the base floating "
+                         "first") from None
+
+
 def pow(a, exponent):
-    """a ** exponent: a number exponent is a constant; a tensor exponent is exp(exponent log a)."""
-    if isinstance(exponent, (int, float)):
+    """a ** exponent. A number exponent is a constant (Pow); a tensor exponent is an input
+    (PowTensor); the dtype follows promotion (an int tensor ** 0.5 is float32)."""
+    if isinstance(exponent, (int, float)) and isinstance(a, Tensor):
+        a = _promoted_alone("pow", a, exponent)
+        if a.dtype.kind == "b":
+            _refuse_bool("pow", (a,), "a power of bools is undefined")
         return Pow.apply(a, exponent=exponent)
-    return exp(mul(exponent, log(a)))
+    a, exponent = promote("pow", a, exponent)
+    if a.dtype.kind == exponent.dtype.kind == "b":
+        _refuse_bool("pow", (a, exponent), "a power of bools is undefined")
+    return PowTensor.apply(a, exponent)
+
+
+def _promoted_alone(op, a, *numbers):
+    """The tensor `a` cast to the dtype promotion gives it with `numbers`, for ops that keep
+    the numbers as attributes (pow's constant exponent, clamp's bounds)."""
+    dtype = result_type(a, *numbers)
+    return a if a.dtype == dtype else a.astype(dtype)
 
 
 class Exp(Op):
@@ -162,7 +226,7 @@ class Exp(Op):
 
 
 def exp(a):
-    return Exp.apply(a)
+    return Exp.apply(_floating("exp", a))
 
 
 class Log(Op):
@@ -180,7 +244,7 @@ class Log(Op):
 
 
 def log(a):
-    return Log.apply(a)
+    return Log.apply(_floating("log", a))
 
 
 class Sqrt(Op):
@@ -199,51 +263,136 @@ class Sqrt(Op):
 
 
 def sqrt(a):
-    return Sqrt.apply(a)
+    return Sqrt.apply(_floating("sqrt", a))
+
+
+def _floating(op, a):
+    """An integer or bool tensor cast to the default float dtype (exp of an int tensor is
+    float32, as in PyTorch); floating tensors and non-tensors pass through."""
+    return promote(op, a, floating=True)[0] if isinstance(a, Tensor) else a
 
 
 class Maximum(Op):
-    """max(a, b) elementwise; the gradient goes to the larger input, split evenly on ties
-    (PyTorch's rule)."""
+    """max(a, b) elementwise;  da = g where a > b, db = g where b > a, g / 2 each on ties
+    (PyTorch's rule; a NaN input gets g). A select, so an inf or NaN in g never reaches an
+    input that was not chosen."""
 
     @staticmethod
     def forward(ctx, a, b):
         _remember_shapes(ctx, "maximum", a, b)
-        ctx.save(a, b)
+        ctx.a_lost, ctx.b_lost, ctx.tie = a < b, a > b, a == b
         return ctx.xp.maximum(a, b)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved
-        share_a = (a > b).astype(g.dtype) + (a == b).astype(g.dtype) * 0.5
-        return _grads(ctx, lambda: g * share_a, lambda: g * (1 - share_a))
+        shared = where(ctx.tie, g * 0.5, g)
+        return _grads(ctx, lambda: where(ctx.a_lost, 0, shared),
+                      lambda: where(ctx.b_lost, 0, shared))
 
 
 def maximum(a, b):
-    return Maximum.apply(a, b)
+    return Maximum.apply(*promote("maximum", a, b))
+
+
+class Minimum(Op):
+    """min(a, b) elementwise;  da = g where a < b, db = g where b < a, g / 2 each on ties
+    (as Maximum, mirrored)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _remember_shapes(ctx, "minimum", a, b)
+        ctx.a_lost, ctx.b_lost, ctx.tie = a > b, a < b, a == b
+        return ctx.xp.minimum(a, b)
+
+    backward = staticmethod(Maximum.backward)
+
+
+def minimum(a, b):
+    return Minimum.apply(*promote("minimum", a, b))
 
 
 class Relu(Op):
-    """max(a, 0);  da = g * (a > 0).
+    """max(a, 0);  da = g where a > 0 (or a is NaN), else 0.
 
-    The gradient is a product with the 0/1 mask, not `where`: a select on a mask that is
-    positive at random (as after batch norm) mispredicts branches and runs about ten times
-    slower than the multiply. (Unlike PyTorch, an inf or NaN gradient at a non-positive input
-    then gives NaN instead of 0.)"""
+    A select, as in PyTorch: an inf or NaN in g at a clipped input gives 0, not NaN. The
+    select is a bitwise AND with a mask made once in forward (backends/select.py): `xp.where`
+    would run about ten times slower than a multiply on a mask that is positive at random (as
+    after batch norm), and a multiply by the mask is not a select."""
 
     @staticmethod
     def forward(ctx, a):
-        out = ctx.xp.maximum(a, 0)
-        ctx.positive = out > 0
-        return out
+        ctx.keep = keep_mask(ctx.xp, a <= 0, a.dtype)   # NaN is kept, as in PyTorch
+        return ctx.xp.maximum(a, 0)
 
     @staticmethod
     def backward(ctx, g):
-        return g * Tensor.from_array(ctx.positive, ctx.backend)
+        return Keep.apply(g, mask=ctx.keep)
 
 
 def relu(a):
     return Relu.apply(a)
+
+
+class Keep(Op):
+    """g where `mask` (from backends.select.keep_mask) is set, +0 elsewhere: the select that
+    gradients of piecewise functions use;  dg = gg kept the same way."""
+
+    @staticmethod
+    def forward(ctx, g, mask):
+        ctx.mask = mask
+        return select.keep(g, mask)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Keep.apply(gg, mask=ctx.mask)
+
+
+class Abs(Op):
+    """|a|;  da = g * sign(a) (0 at a = 0 and at NaN, as PyTorch's sgn: a product, so an inf g
+    at 0 gives NaN there, as in PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        sign = ctx.xp.sign(a)
+        sign[ctx.xp.isnan(sign)] = 0
+        ctx.sign = sign
+        return ctx.xp.abs(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * Tensor.from_array(ctx.sign, ctx.backend)
+
+
+def abs(a):
+    return Abs.apply(a)
+
+
+class Clamp(Op):
+    """a limited to [low, high] (either may be None);  da = g where low <= a <= high (the
+    bounds included, as in PyTorch), 0 elsewhere and at NaN."""
+
+    @staticmethod
+    def forward(ctx, a, low=None, high=None):
+        xp = ctx.xp
+        inside = ~xp.isnan(a)
+        if low is not None:
+            inside &= a >= low
+        if high is not None:
+            inside &= a <= high
+        ctx.inside = inside
+        return xp.clip(a, low, high) if low is not None or high is not None else a.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return where(ctx.inside, g, 0)
+
+
+def clamp(a, min=None, max=None):
+    """a limited to [min, max] elementwise (numbers; either may be None), as torch.clamp."""
+    if min is None and max is None:
+        raise ValueError(f"clamp: give min, max or both (tensor of shape {a.shape})")
+    a = _promoted_alone("clamp", a, *[bound for bound in (min, max) if bound is not None])
+    return Clamp.apply(a, low=min, high=max)
 
 
 class Tanh(Op):
@@ -262,7 +411,7 @@ class Tanh(Op):
 
 
 def tanh(a):
-    return Tanh.apply(a)
+    return Tanh.apply(_floating("tanh", a))
 
 
 class Sigmoid(Op):
@@ -284,11 +433,12 @@ class Sigmoid(Op):
 
 
 def sigmoid(a):
-    return Sigmoid.apply(a)
+    return Sigmoid.apply(_floating("sigmoid", a))
 
 
 class Where(Op):
-    """condition ? a : b (condition is a boolean tensor);  da = g where condition, db = g elsewhere."""
+    """condition ? a : b (condition is a boolean tensor);  da = g where condition,
+    db = g elsewhere."""
 
     @staticmethod
     def forward(ctx, condition, a, b):
@@ -305,14 +455,18 @@ class Where(Op):
 
 
 def where(condition, a, b):
-    """Elementwise `a` where `condition` holds, else `b` (numbers, arrays or tensors)."""
-    if isinstance(condition, Tensor):
-        condition = condition.data
+    """Elementwise `a` where `condition` (a boolean tensor or array) holds, else `b` (numbers,
+    arrays or tensors, promoted to one dtype)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("where: a or b must be a Tensor")
     like = a if isinstance(a, Tensor) else b
-    condition = Tensor.from_array(like.backend.asarray(condition), like.backend)
-    return Where.apply(condition, lift(Where, a, like), lift(Where, b, like))
+    if isinstance(condition, Tensor):
+        condition = condition.data
+    condition = like.backend.asarray(condition)
+    if condition.dtype.kind != "b":
+        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
+                        f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
+    return Where.apply(Tensor.from_array(condition, like.backend), *promote("where", a, b))
 
 
 class Cast(Op):
@@ -329,5 +483,5 @@ class Cast(Op):
 
 
 def cast(a, dtype):
-    return Cast.apply(a, dtype=dtype)
+    return Cast.apply(a, dtype=as_dtype(dtype))
 

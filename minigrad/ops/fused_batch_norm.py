@@ -19,7 +19,7 @@ backward differentiates the composed formula instead, so higher derivatives come
 from .. import autograd
 from ..tensor import Tensor
 from .base import Op
-from .normalize import normalize
+from .normalize import check_values_per_statistic, normalize
 
 
 def _channel_axis(op, shape, axis):
@@ -41,6 +41,7 @@ def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, v
     axis = _channel_axis("composed_batch_norm", x.shape, axis)
     axes = tuple(i for i in range(x.ndim) if i != axis)
     view = _channel_view_shape(x.shape, axis)
+    check_parameter_dtypes("composed_batch_norm", x, gamma=gamma, beta=beta, mean=mean, var=var)
     if mean is None:
         y, mean, var = normalize(x, axes, eps)
     else:
@@ -51,7 +52,21 @@ def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, v
     if beta is not None:
         y = y + _viewed("beta", beta, view, x)
     channels = x.shape[axis]
+    # float32 parameters of a float16 input: computed in float32, returned as float16
+    y = y if y.dtype == x.dtype else y.astype(x.dtype)
     return y, mean.reshape(channels), var.reshape(channels)
+
+
+def check_parameter_dtypes(op, x, **vectors):
+    """PyTorch's rule for batch norm's parameters and statistics: the input's dtype, or float32
+    with a float16 input. The output has the input's dtype either way."""
+    for name, vector in vectors.items():
+        dtype = getattr(vector, "dtype", x.dtype)
+        if vector is not None and dtype != x.dtype and not (
+                x.dtype == "float16" and dtype == "float32"):
+            raise TypeError(f"{op}: {name} has dtype {dtype} but the input (shape {x.shape}) "
+                            f"is {x.dtype}; expected {x.dtype}"
+                            + (" or float32" if x.dtype == "float16" else ""))
 
 
 def _viewed(name, vector, view, like):
@@ -139,4 +154,10 @@ def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=
     if (mean is None) != (var is None):
         raise ValueError("fused_batch_norm: give both mean and var (inference form) or neither "
                          "(training form)")
+    if isinstance(x, Tensor):
+        check_parameter_dtypes("fused_batch_norm", x, gamma=gamma, beta=beta, mean=mean, var=var)
+        if mean is None and x.ndim:
+            channel = _channel_axis("fused_batch_norm", x.shape, axis)
+            check_values_per_statistic("fused_batch_norm", x.shape,
+                                       [i for i in range(x.ndim) if i != channel])
     return FusedBatchNorm.apply(x, gamma, beta, mean, var, axis=axis, eps=eps)

@@ -8,15 +8,13 @@ gradient is the scatter-add of the border back onto the elements it copied.
 """
 import numpy
 
-from ._shapes import normalize_axes
+from ..tensor import Tensor
+from ._promotion import promote
+from ._shapes import normalize_axis
 from .base import Op
 from .indexing import getitem
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")   # PyTorch: zeros, reflect, replicate, circular
-
-
-def _axis(op, axis, ndim):
-    return normalize_axes(op, axis, ndim)[0]
 
 
 def _check_same_shapes(op, arrays, skip_axis=None):
@@ -37,9 +35,9 @@ class Concatenate(Op):
     def forward(ctx, *arrays, axis=0):
         if not arrays:
             raise ValueError("concatenate: needs at least one tensor")
-        ctx.axis = axis = _axis("concatenate", axis, max(arrays[0].ndim, 1))
         if arrays[0].ndim == 0:
             raise ValueError("concatenate: 0-d tensors cannot be concatenated; use stack")
+        ctx.axis = axis = normalize_axis("concatenate", axis, arrays[0].shape)
         _check_same_shapes("concatenate", arrays, skip_axis=axis)
         ctx.sizes = tuple(a.shape[axis] for a in arrays)
         return ctx.xp.concatenate(arrays, axis=axis)
@@ -61,7 +59,7 @@ class Stack(Op):
     def forward(ctx, *arrays, axis=0):
         if not arrays:
             raise ValueError("stack: needs at least one tensor")
-        ctx.axis = _axis("stack", axis, arrays[0].ndim + 1)
+        ctx.axis = normalize_axis("stack", axis, arrays[0].ndim + 1)
         _check_same_shapes("stack", arrays)
         return ctx.xp.stack(arrays, axis=ctx.axis)
 
@@ -124,14 +122,22 @@ class Pad(Op):
         return g[interior(ctx.pairs, ctx.in_shape)]
 
 
-def concatenate(tensors, axis=0):
-    """Join tensors along an existing axis (numpy.concatenate)."""
-    return Concatenate.apply(*tensors, axis=axis)
+def _promoted(op, tensors):
+    """The inputs in their promoted dtype (torch.cat's rule), when any of them is a tensor."""
+    tensors = tuple(tensors)
+    return promote(op, *tensors) if any(isinstance(t, Tensor) for t in tensors) else tensors
 
 
-def stack(tensors, axis=0):
-    """Join tensors of one shape along a new axis (numpy.stack)."""
-    return Stack.apply(*tensors, axis=axis)
+def concatenate(tensors, axis=0, *, dim=None):
+    """Join tensors along an existing axis (numpy.concatenate, torch.cat with dim=)."""
+    axis = axis if dim is None else dim
+    return Concatenate.apply(*_promoted("concatenate", tensors), axis=axis)
+
+
+def stack(tensors, axis=0, *, dim=None):
+    """Join tensors of one shape along a new axis (numpy.stack, torch.stack with dim=)."""
+    axis = axis if dim is None else dim
+    return Stack.apply(*_promoted("stack", tensors), axis=axis)
 
 
 def pad(x, pad_width, value=0.0, mode="constant"):

@@ -1,4 +1,5 @@
 """Matrix product."""
+from ._promotion import check_same_dtype
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 
@@ -12,6 +13,7 @@ class MatMul(Op):
 
     @staticmethod
     def forward(ctx, a, b):
+        check_same_dtype("matmul", ("a", "b"), (a, b))
         if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last axis "
                              "of the first must equal the second-to-last of the second")

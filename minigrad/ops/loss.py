@@ -15,7 +15,7 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 """
 from .. import autograd
 from ..tensor import Tensor
-from ._shapes import normalize_axes
+from ._shapes import dim_keywords, normalize_axis
 from .base import Op
 
 
@@ -30,7 +30,11 @@ class LogSoftmax(Op):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
-        ctx.axis = normalize_axes("log_softmax", axis, x.ndim)[0]
+        if x.dtype.kind != "f":
+            raise TypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
+                            f"(shape {x.shape}); cast it first, e.g. x.float()")
+        axis = normalize_axis("log_softmax", axis, x.shape)
+        ctx.axis = axis if x.ndim else None   # a 0-d tensor takes dim 0 or -1: all of it
         out = _log_softmax(ctx.xp, x, ctx.axis)
         ctx.save(out)
         return out
@@ -41,9 +45,10 @@ class LogSoftmax(Op):
         return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
 
 
-def log_softmax(x, axis=-1):
-    """log(softmax(x)) along `axis`, computed stably."""
-    return LogSoftmax.apply(x, axis=axis)
+def log_softmax(x, dim=None, *, axis=None):
+    """log(softmax(x)) along `dim` (or `axis`; the last by default), computed stably."""
+    dim, _ = dim_keywords("log_softmax", dim, None, axis, None)
+    return LogSoftmax.apply(x, axis=-1 if dim is None else dim)
 
 
 class CrossEntropy(Op):

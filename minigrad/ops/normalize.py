@@ -17,6 +17,8 @@ The variance is computed in two passes, sum((x - mean)^2) / n, so inputs whose m
 to their spread keep their digits, and is accumulated in at least float32 (float16 input
 accumulates in float32; the statistics come back in that dtype).
 """
+import math
+
 from .. import autograd
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
@@ -111,6 +113,16 @@ def _constant(array, like):
     return Tensor.from_array(array, like.backend)
 
 
+def check_values_per_statistic(op, shape, axes):
+    """A ValueError unless the training form has more than one value per statistic over
+    `axes`: the variance of one value is 0, so the output would be 0 (beta after the affine
+    step) whatever the input. PyTorch's F.batch_norm raises too."""
+    if math.prod(shape[a] for a in normalize_axes(op, axes, shape)) == 1:
+        raise ValueError(f"{op}: the training form needs more than one value per statistic, "
+                         f"but axes {tuple(axes)} of an input of shape {tuple(shape)} hold one; "
+                         "normalize over more values, or pass mean and var (inference form)")
+
+
 def normalize(x, axes, eps=1e-5, mean=None, var=None):
     """(y, mean, var): x normalized over `axes` to zero mean and unit variance.
 
@@ -122,5 +134,6 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
         raise ValueError("normalize: give both mean and var (inference form) or neither "
                          "(training form)")
     if mean is None:   # training: x is the only input (the tape shows normalize(x, axes=...))
+        check_values_per_statistic("normalize", x.shape, axes)
         return Normalize.apply(x, axes=axes, eps=eps)
     return Normalize.apply(x, mean, var, axes=axes, eps=eps)

@@ -2,7 +2,7 @@
 compositions built on them and on reshape, broadcast and getitem (tril/triu, repeat, tile,
 squeeze, unsqueeze, split, chunk). Every output element is a copy of an input element, so each
 backward moves the gradient back the way it came."""
-from ._shapes import normalize_axes
+from ._shapes import AxisError, as_int, normalize_axes
 from .base import Op
 from .elementwise import where
 from .indexing import getitem
@@ -166,14 +166,20 @@ def tile(x, dims):
 
 def squeeze(x, dim=None):
     """x without its length-1 axes (all of them, or those among `dim` that have length 1)."""
-    axes = range(x.ndim) if dim is None else _axes("squeeze", dim, x.ndim)
+    axes = normalize_axes("squeeze", dim, x.ndim)
+    axes = axes if x.ndim else ()   # a 0-d tensor's dim 0 or -1: nothing to drop
     drop = {a for a in axes if x.shape[a] == 1}
     return reshape(x, [n for a, n in enumerate(x.shape) if a not in drop])
 
 
 def unsqueeze(x, dim):
     """x with a new length-1 axis at `dim` (in [-ndim - 1, ndim])."""
-    axis = normalize_axes("unsqueeze", dim, x.ndim + 1)[0]
+    ndim = x.ndim
+    axis = as_int("unsqueeze", "dim", dim, x.shape)
+    if not -ndim - 1 <= axis <= ndim:
+        raise AxisError(f"unsqueeze: dim {dim} is out of range for a tensor of shape {x.shape} "
+                        f"(expected {-ndim - 1} <= dim <= {ndim})")
+    axis %= ndim + 1
     return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
 
 

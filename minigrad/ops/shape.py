@@ -1,6 +1,6 @@
 """Shape primitives: the data is moved, never computed on, so each backward moves the gradient
 back the way it came."""
-from ._shapes import unbroadcast
+from ._shapes import check_sizes, normalize_axis, unbroadcast
 from .base import Op
 
 
@@ -22,7 +22,7 @@ class Reshape(Op):
 
 
 def reshape(x, shape):
-    return Reshape.apply(x, shape=tuple(shape))
+    return Reshape.apply(x, shape=check_sizes("reshape", shape, allow_infer=True))
 
 
 class Transpose(Op):
@@ -31,10 +31,13 @@ class Transpose(Op):
 
     @staticmethod
     def forward(ctx, x, axes=None):
-        axes = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
+        if axes is None:
+            axes = tuple(reversed(range(x.ndim)))
+        else:
+            axes = tuple([normalize_axis("permute", a, x.shape) for a in axes])
         if sorted(axes) != list(range(x.ndim)):
             raise ValueError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
-                             f"tensor of shape {x.shape}")
+                             f"tensor of shape {x.shape} (each axis once)")
         ctx.inverse = tuple(sorted(range(x.ndim), key=axes.__getitem__))
         return x.transpose(axes)
 
@@ -68,4 +71,4 @@ class BroadcastTo(Op):
 
 
 def broadcast_to(x, shape):
-    return BroadcastTo.apply(x, shape=tuple(shape))
+    return BroadcastTo.apply(x, shape=check_sizes("broadcast_to", shape))

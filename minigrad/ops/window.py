@@ -19,11 +19,19 @@ from .join import constant_pad, interior
 NO_DILATION = (1, 1)
 
 
+
 def ntuple(op, name, value, n, minimum):
-    """An int or a sequence of n ints as an n-tuple, each at least `minimum`."""
-    values = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(values) != n or not all(isinstance(v, int) and v >= minimum for v in values):
-        form = "a pair of them" if n == 2 else f"a tuple of {n}"
+    """An int or a sequence of n ints as an n-tuple, each at least `minimum`: a TypeError for
+    anything but ints (2.0 and True included), a ValueError for the wrong count or too small a
+    value."""
+    if type(value) is int and value >= minimum:   # the common case, checked without calls
+        return (value,) * n
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+    form = "a pair of them" if n == 2 else f"a tuple of {n}"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        ints = "a pair of ints" if n == 2 else f"a tuple of {n} ints"
+        raise TypeError(f"{op}: {name} must be an int or {ints}, got {value!r}")
+    if len(values) != n or not all(v >= minimum for v in values):
         raise ValueError(f"{op}: {name} must be an int >= {minimum} or {form}, got {value!r}")
     return values
 

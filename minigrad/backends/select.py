@@ -1,0 +1,25 @@
+"""A fast exact select for gradients: g where a mask holds, +0 elsewhere, on NumPy and CuPy.
+
+`xp.where(mask, g, 0)` is the plain way to write it, but NumPy's `where` branches on each
+element and runs about ten times slower than a multiply when the mask is true at random (as a
+ReLU's after batch norm is). `g * mask` is as fast but not a select: an inf or NaN in g where
+the mask is false gives NaN instead of 0. A bitwise AND with a mask of all-one or all-zero bits
+is both: branch-free, and bit-exact (+0 where the mask is false, g's own bits where it holds).
+"""
+import numpy
+
+_SAME_WIDTH = {2: numpy.dtype("int16"), 4: numpy.dtype("int32"), 8: numpy.dtype("int64")}
+
+
+def keep_mask(xp, drop, dtype):
+    """Integers as wide as `dtype`: no bits set where the boolean array `drop` holds, all bits
+    elsewhere. Made once (in forward) and applied with `keep`; built in place (0 or 1, minus
+    1) so that it costs one conversion and no further array."""
+    mask = drop.astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
+    mask -= 1
+    return mask
+
+
+def keep(g, mask):
+    """`g` where `mask` (from `keep_mask` for g's dtype) is set, +0 elsewhere."""
+    return (g.view(mask.dtype) & mask).view(g.dtype)

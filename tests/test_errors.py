@@ -1,0 +1,46 @@
+"""Bad calls get errors that name the op and what was expected, never a bare NumPy or Python
+message nor another op's name (axis and shape errors: test_axes.py; dtype errors:
+test_promotion.py)."""
+import pytest
+import torch
+
+import minigrad as mg
+import minigrad.nn.functional as F
+from minigrad import nn
+
+CASES = [
+    (lambda: nn.Linear(3, 2)(mg.zeros(2, 4)), ValueError,
+     r"linear: input of shape \(2, 4\) does not fit weight of shape \(2, 3\)"),
+    (lambda: F.max_pool2d(mg.zeros(1, 1, 4, 4), 2.0), TypeError,
+     "max_pool2d: kernel_size must be an int or a pair of ints, got 2.0"),
+    (lambda: F.conv2d(mg.zeros(1, 1, 4, 4), mg.zeros(1, 1, 2, 2), stride=1.5), TypeError,
+     "conv2d: stride must be an int or a pair of ints, got 1.5"),
+    (lambda: mg.tensor([[1, 2], [3]]), ValueError, "tensor: the nested lists are not rectangular"),
+    (lambda: mg.full((2,), "a"), TypeError, "full: the fill value must be a number"),
+    (lambda: mg.zeros(2, 3) + "a", TypeError, "add: cannot use an input of type str"),
+    (lambda: mg.zeros(2, 3) - mg.tensor([True, False, True]), TypeError,
+     "sub: not supported with a bool operand"),
+    (lambda: -mg.tensor([True]), TypeError, "neg: not supported with a bool operand"),
+    (lambda: mg.tensor([2]) ** -1, ValueError, "pow: Integers to negative integer powers"),
+    (lambda: mg.zeros(2, 3).min(axis=5), IndexError, "^min: axis 5"),
+    (lambda: mg.zeros(2, 3).max(axis=5), IndexError, "^max: axis 5"),
+    (lambda: nn.GroupNorm(2, 4)(mg.zeros(1, 6, 3, 3)), ValueError, "^GroupNorm: expected input"),
+    (lambda: mg.ops.clamp(mg.zeros(2)), ValueError, "clamp: give min, max or both"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", CASES, ids=[c[2][:40] for c in CASES])
+def test_bad_calls_name_the_op_and_what_was_expected(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_torch_also_refuses_these_calls():
+    for call in (lambda: torch.nn.Linear(3, 2)(torch.zeros(2, 4)),
+                 lambda: torch.tensor([[1, 2], [3]]),
+                 lambda: torch.zeros(2, 3) - torch.tensor([True, False, True]),
+                 lambda: -torch.tensor([True]),
+                 lambda: torch.tensor([2]) ** -1,
+                 lambda: torch.zeros(2, 3).amin(dim=5)):
+        with pytest.raises((RuntimeError, ValueError, TypeError, IndexError)):
+            call()

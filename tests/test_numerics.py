@@ -1,0 +1,205 @@
+"""Numerics against PyTorch: a ** t at negative and zero bases (values and both gradients),
+gradients of piecewise ops as selects (inf and NaN upstream), empty tensors, and batch norm's
+output dtype and one-value-per-statistic errors, fused and composed alike."""
+import numpy as np
+import pytest
+import torch
+from ops_oracle import leaves, rng
+
+import minigrad as mg
+import minigrad.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("torch_single_thread")
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _grads_both(mg_fn, torch_fn, arrays, upstream):
+    """(minigrad output, grads), (torch output, grads) for float64 inputs and an upstream."""
+    xs = [mg.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = mg_fn(*xs), torch_fn(*ts)
+    got = mg.grad(out, xs, mg.tensor(upstream), allow_unused=True)
+    expected = torch.autograd.grad(ref, ts, torch.tensor(upstream), allow_unused=True)
+    return (out.numpy(), [g.numpy() for g in got]), (ref.detach().numpy(),
+                                                     [e.numpy() for e in expected])
+
+
+def test_tensor_power_at_negative_and_zero_bases_matches_torch():
+    bases = np.array([-2.0, -2.0, -1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 3.0])
+    exps = np.array([2.0, 3.0, 0.5, 0.0, 1.0, 2.0, 0.5, -1.0, 0.0, -0.5])
+    (out, got), (ref, expected) = _grads_both(lambda a, t: a ** t, lambda a, t: a ** t,
+                                              [bases, exps], np.ones(10))
+    np.testing.assert_array_equal(out, ref)   # (-2) ** 2 = 4, 0 ** 0 = 1, NaN for (-1.5) ** .5
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)     # finite at a zero base where torch is finite
+    assert out[0] == 4.0 and out[3] == 1.0
+
+
+def test_number_base_and_integer_powers_match_torch():
+    t = np.array([0.0, 1.0, 2.5, -1.0])
+    (out, got), (ref, expected) = _grads_both(lambda x: 2 ** x, lambda x: 2 ** x, [t],
+                                              np.ones(4))
+    np.testing.assert_allclose(out, ref)
+    np.testing.assert_allclose(got[0], expected[0])
+    ints = mg.tensor([-2, 0, 3]) ** mg.tensor([2, 0, 3])
+    assert ints.dtype == mg.int64 and ints.tolist() == [4, 1, 27]
+    with pytest.raises(ValueError, match="pow: Integers to negative integer powers"):
+        mg.tensor([2]) ** mg.tensor([-1])
+
+
+def test_tensor_power_gradcheck_and_gradgradcheck():
+    a, t = np.abs(rng(0).standard_normal((3, 4))) + 0.5, rng(1).standard_normal((3, 4))
+    assert mg.gradcheck(lambda x, y: x ** y, leaves(a, t))
+    assert mg.gradgradcheck(lambda x, y: x ** y, leaves(a, t))
+    negative = -np.abs(a)   # negative bases, integer exponents: differentiable in the base
+    assert mg.gradcheck(lambda x: x ** mg.tensor(np.full((3, 4), 3.0)), leaves(negative))
+
+
+SELECTS = {   # name -> (minigrad, torch, inputs)
+    "relu": (mg.ops.relu, torch.relu, [np.array([-1.0, 0.0, 2.0, NAN])]),
+    "maximum": (mg.ops.maximum, torch.maximum,
+                [np.array([1.0, 2.0, 3.0, NAN]), np.array([2.0, 2.0, 1.0, 0.0])]),
+    "minimum": (mg.ops.minimum, torch.minimum,
+                [np.array([1.0, 2.0, 3.0, NAN]), np.array([2.0, 2.0, 1.0, 0.0])]),
+    "clamp": (lambda x: x.clamp(-1.0, 1.0), lambda x: x.clamp(-1.0, 1.0),
+              [np.array([-2.0, -1.0, 0.5, 1.0, 3.0, NAN])]),
+    "clamp_min": (lambda x: x.clamp(min=0.0), lambda x: x.clamp(min=0.0),
+                  [np.array([-2.0, 0.0, 3.0])]),
+    "abs": (lambda x: x.abs(), lambda x: x.abs(), [np.array([-2.0, 0.0, 3.0, NAN])]),
+    "amax": (lambda x: x.max(), lambda x: x.max(), [np.array([1.0, 3.0, 3.0, -1.0])]),
+    "max_dim": (lambda x: x.max(0).values, lambda x: x.max(0).values,
+                [np.array([1.0, 3.0, 3.0, -1.0])]),
+}
+
+
+@pytest.mark.parametrize("name", SELECTS)
+@pytest.mark.parametrize("upstream", [1.0, INF, NAN, -INF], ids=str)
+def test_piecewise_gradients_are_selects_like_torch(name, upstream):
+    mg_fn, torch_fn, arrays = SELECTS[name]
+    shape = torch_fn(*[torch.tensor(a) for a in arrays]).shape
+    (out, got), (ref, expected) = _grads_both(mg_fn, torch_fn, arrays,
+                                              np.full(tuple(shape), upstream))
+    np.testing.assert_array_equal(out, ref)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("name", ["minimum", "clamp", "abs", "relu"])
+def test_piecewise_ops_gradcheck_away_from_their_kinks(name):
+    mg_fn = SELECTS[name][0]
+    data = [np.array([-2.3, -0.4, 0.7, 1.9, 2.6]), np.array([0.1, -1.2, 1.5, 0.3, 2.0])]
+    inputs = leaves(*data[:2 if name == "minimum" else 1])
+    assert mg.gradcheck(mg_fn, inputs)
+    assert mg.gradgradcheck(mg_fn, inputs)
+
+
+def test_relu_select_keeps_float16_and_float32_bits():
+    for dtype in ("float16", "float32", "float64"):
+        x = mg.tensor(np.array([-1.0, 2.0, 0.0, 3.0], dtype=dtype), requires_grad=True)
+        g = mg.grad(x.relu(), x, mg.tensor(np.array([INF, 5.0, NAN, -0.0], dtype=dtype)))[0]
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g.numpy(), np.array([0.0, 5.0, 0.0, -0.0], dtype=dtype))
+
+
+EMPTY = {   # name -> (minigrad, torch)
+    "sum": (lambda x: x.sum(), lambda x: x.sum()),
+    "sum_dim": (lambda x: x.sum(1), lambda x: x.sum(1)),
+    "mean": (lambda x: x.mean(), lambda x: x.mean()),
+    "mean_dim0": (lambda x: x.mean(0), lambda x: x.mean(0)),
+    "prod": (lambda x: x.prod(), lambda x: x.prod()),
+    "var": (lambda x: x.var(), lambda x: x.var()),
+    "amax_nonempty_dim": (lambda x: x.amax(1), lambda x: x.amax(1)),
+    "logsumexp": (lambda x: x.logsumexp(0), lambda x: x.logsumexp(0)),
+    "softmax": (lambda x: x.softmax(1), lambda x: x.softmax(1)),
+    "relu": (lambda x: x.relu(), lambda x: x.relu()),
+}
+
+
+@pytest.mark.parametrize("name", EMPTY)
+def test_reductions_of_empty_tensors_follow_torch(name):
+    mg_fn, torch_fn = EMPTY[name]
+    data = np.zeros((0, 3))
+    (out, got), (ref, expected) = _grads_both(mg_fn, torch_fn, [data],
+                                              np.ones(tuple(torch_fn(torch.tensor(data)).shape)))
+    assert out.shape == ref.shape
+    np.testing.assert_array_equal(out, ref)   # 0 for sums, 1 for products, NaN for means
+    assert got[0].shape == expected[0].shape == (0, 3)
+
+
+@pytest.mark.parametrize("call", [lambda x: x.max(), lambda x: x.amax(0), lambda x: x.min(0),
+                                  lambda x: x.argmax(), lambda x: x.argmin(0)])
+def test_max_and_min_of_nothing_are_errors_in_both(call):
+    with pytest.raises(ValueError, match="empty"):
+        call(mg.zeros(0, 3))
+    with pytest.raises((RuntimeError, IndexError)):
+        call(torch.zeros(0, 3))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv2d_on_an_empty_batch_matches_torch(bias):
+    x = np.zeros((0, 2, 5, 5))
+    w, b = rng(2).standard_normal((3, 2, 3, 3)), rng(3).standard_normal(3)
+    arrays = [x, w, b] if bias else [x, w]
+    shape = (0, 3, 3, 3)
+    (out, got), (ref, expected) = _grads_both(F.conv2d, torch.nn.functional.conv2d, arrays,
+                                              np.ones(shape))
+    assert out.shape == ref.shape == shape
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        np.testing.assert_array_equal(g, e)
+
+
+def test_an_empty_batch_runs_through_a_conv_layer():
+    mg.manual_seed(0)
+    layer = mg.nn.Conv2d(1, 4, 3, padding=1)
+    assert layer(mg.zeros(0, 1, 8, 8)).shape == (0, 4, 8, 8)
+
+
+BN_DTYPES = [("float16", "float16"), ("float16", "float32"), ("float32", "float32"),
+             ("float64", "float64")]
+
+
+@pytest.mark.parametrize("x_dtype, p_dtype", BN_DTYPES)
+@pytest.mark.parametrize("form", ["train", "infer"])
+def test_fused_and_composed_batch_norm_give_the_input_dtype_like_torch(x_dtype, p_dtype, form):
+    x = rng(4).standard_normal((4, 3, 2, 2)).astype(x_dtype)
+    gamma, beta = np.full(3, 1.5, p_dtype), np.full(3, 0.25, p_dtype)
+    stats = dict(mean=np.zeros(3, p_dtype), var=np.ones(3, p_dtype)) if form == "infer" else {}
+    ref = torch.nn.functional.batch_norm(
+        torch.tensor(x), *(torch.tensor(stats[k]) for k in ("mean", "var")) if stats else
+        (None, None), torch.tensor(gamma), torch.tensor(beta), training=form == "train")
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        y = fn(mg.tensor(x), mg.tensor(gamma), mg.tensor(beta),
+               **{k: mg.tensor(v) for k, v in stats.items()})[0]
+        assert y.dtype == x_dtype == str(ref.dtype)[6:], fn.__name__
+        np.testing.assert_allclose(y.numpy().astype(np.float64), ref.numpy().astype(np.float64),
+                                   atol=2e-2 if x_dtype == "float16" else 1e-5)
+
+
+@pytest.mark.parametrize("x_dtype, p_dtype", [("float32", "float64"), ("float32", "float16"),
+                                              ("float64", "float32"), ("float16", "float64")])
+def test_batch_norm_parameters_of_another_dtype_are_refused_like_torch(x_dtype, p_dtype):
+    x, gamma = np.ones((4, 3, 2, 2), x_dtype), np.ones(3, p_dtype)
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        with pytest.raises(TypeError, match=f"gamma has dtype {p_dtype}.*is {x_dtype}"):
+            fn(mg.tensor(x), mg.tensor(gamma))
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.batch_norm(torch.tensor(x), None, None, torch.tensor(gamma),
+                                       training=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (1, 3, 1, 1)])
+def test_training_with_one_value_per_statistic_is_an_error_like_torch(shape):
+    x = mg.ones(*shape)
+    axes = tuple(i for i in range(len(shape)) if i != 1)
+    with pytest.raises(ValueError, match="normalize: the training form needs more than one"):
+        mg.ops.normalize(x, axes)
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        with pytest.raises(ValueError, match="the training form needs more than one value"):
+            fn(x, mg.ones(3), mg.zeros(3))
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        torch.nn.functional.batch_norm(torch.ones(shape), None, None, training=True)
+    # the inference form is fine
+    y = mg.ops.fused_batch_norm(x, mean=mg.zeros(3), var=mg.ones(3))[0]
+    assert y.shape == shape
