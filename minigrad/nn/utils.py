@@ -85,7 +85,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     scale = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
     for g in grads:
         g.data *= scale.astype(g.dtype, copy=False)
-    return Tensor(total, device=grads[0].device)
+    return Tensor.from_array(total, grads[0].backend)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
