@@ -341,6 +341,7 @@ class SequentialLR(LRScheduler):
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         name = "SequentialLR"
+        _checked_optimizer(optimizer, name)
         if not schedulers:
             raise ValueError(f"{name}: needs at least one scheduler")
         for i, scheduler in enumerate(schedulers):
