@@ -11,7 +11,7 @@ import minigrad as mg
 from minigrad import nn, optim
 from minigrad.optim import lr_scheduler
 
-STEPS = 60
+STEPS = 149
 
 
 def _optimizers(name="SGD", **options):
@@ -83,7 +83,7 @@ CASES = {
         o, [m.ExponentialLR(o, gamma=0.8), m.LinearLR(o, start_factor=0.5, total_iters=9),
             m.MultiStepLR(o, milestones=[3, 7], gamma=0.5)], milestones=[5, 30]),
     "OneCycleLR-cos": lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=STEPS + 1),
-    "OneCycleLR-linear": lambda m, o: m.OneCycleLR(o, max_lr=1.0, epochs=4, steps_per_epoch=16,
+    "OneCycleLR-linear": lambda m, o: m.OneCycleLR(o, max_lr=1.0, epochs=6, steps_per_epoch=25,
                                                    anneal_strategy="linear", pct_start=0.25),
     "OneCycleLR-three-phase": lambda m, o: m.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1,
                                                         three_phase=True, div_factor=10.0,
