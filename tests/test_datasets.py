@@ -227,6 +227,16 @@ def test_loader_resumes_mid_epoch(seed, stop_after):
         np.testing.assert_array_equal(mine, reference)
 
 
+def test_loader_takes_a_numpy_generator_like_torch_takes_one():
+    ours = DataLoader(numbered(30), 4, shuffle=True, generator=np.random.default_rng(5))
+    same = DataLoader(numbered(30), 4, shuffle=True, seed=5)
+    np.testing.assert_array_equal(labels_of(ours), labels_of(same))
+    with pytest.raises(ValueError, match="seed or generator, not both"):
+        DataLoader(numbered(3), 1, seed=1, generator=np.random.default_rng(1))
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        DataLoader(numbered(3), 1, generator=torch.Generator())
+
+
 def test_loader_state_errors():
     seeded, unseeded = DataLoader(numbered(8), 2, shuffle=True, seed=1), \
         DataLoader(numbered(8), 2, shuffle=True)

@@ -25,8 +25,9 @@ class DataLoader:
     overwrites them.
 
     shuffle: a new permutation each epoch (each `iter(loader)`). With `seed`, the loader owns a
-    generator seeded once, so the same seed gives the same sequence of epochs; without one it
-    draws from minigrad's global generator (`mg.manual_seed`, `mg.set_rng_state`).
+    generator seeded once, so the same seed gives the same sequence of epochs; `generator` (a
+    NumPy Generator, as PyTorch's `generator=`) is used as it is; without either it draws from
+    minigrad's global generator (`mg.manual_seed`, `mg.set_rng_state`).
     device: where the batches are put ("cpu" or "cuda"; None is the CPU).
 
     Resuming: `state_dict()` records the loader's own generator, the generator state the
@@ -36,7 +37,7 @@ class DataLoader:
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 device=None, collate_fn=None):
+                 device=None, collate_fn=None, generator=None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
                 or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, "
@@ -50,7 +51,12 @@ class DataLoader:
         self.drop_last = bool(drop_last)
         self.device = device
         self.collate_fn = collate_fn
-        self._generator = np.random.default_rng(seed) if seed is not None else None
+        if seed is not None and generator is not None:
+            raise ValueError("DataLoader: give seed or generator, not both")
+        if generator is not None and not isinstance(generator, np.random.Generator):
+            raise TypeError(f"DataLoader: generator must be a numpy.random.Generator, not "
+                            f"{type(generator).__name__}")
+        self._generator = np.random.default_rng(seed) if seed is not None else generator
         self._epoch_start = None      # generator state the current epoch's order came from
         self._batches_done = 0        # batches of the current epoch handed out so far
         self._resume = False          # the next iter() finishes the recorded epoch
