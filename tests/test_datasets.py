@@ -159,9 +159,9 @@ def test_loader_with_dict_samples_collate_fn_and_drop_last():
 
 
 # --------------------------------------------------------------------------- MNIST
-def test_mnist_transforms_and_torchvision_names(tmp_path):
+def test_mnist_transforms_and_torchvision_names(tmp_path, monkeypatch):
     images, labels = fake_split(9)
-    write_split(tmp_path, images, labels)
+    write_split(tmp_path, images, labels, monkeypatch)
     plain = mg.data.MNIST(tmp_path, train=False, download=False)
     assert plain.data is plain.images and plain.targets is plain.labels
     assert plain.arrays() is not None

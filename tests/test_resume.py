@@ -1,12 +1,11 @@
 """A training run interrupted and resumed from a checkpoint (model, optimizer, scheduler,
-loader, epoch, RNG state) continues bit for bit like the run that was never interrupted.
+loader, epoch, RNG state) continues bit for bit like the run that was never interrupted, with
+the checkpoint written by `mg.save` to a real .safetensors / .npz file and read back by `mg.load`.
 
 The run uses everything that carries state: batch norm's running statistics, dropout's masks
 (global RNG), a shuffled loader drawing from the global RNG, Adam's moments and a sequenced
 learning-rate schedule.
 """
-import copy
-
 import numpy as np
 import pytest
 
@@ -74,8 +73,9 @@ def restore(state):
     return run
 
 
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 @pytest.mark.parametrize("stop_after", [14, 10], ids=["epoch boundary", "mid-epoch"])
-def test_resumed_run_continues_bit_identically(stop_after):
+def test_resumed_run_continues_bit_identically(tmp_path, stop_after, suffix):
     straight = build(seed=0)
     expected = []
     train(straight, range(EPOCHS), expected)
@@ -85,7 +85,9 @@ def test_resumed_run_continues_bit_identically(stop_after):
     losses = []
     train(interrupted, range(EPOCHS), losses, stop_after=stop_after)
     epoch = stop_after // len(interrupted[3])
-    state = copy.deepcopy(checkpoint(interrupted, epoch))
+    path = tmp_path / f"checkpoint{suffix}"
+    mg.save(checkpoint(interrupted, epoch), path)
+    state = mg.load(path)
     del interrupted
     mg.randn(100)                         # the process does other random things meanwhile
 
@@ -102,7 +104,7 @@ def test_resumed_run_continues_bit_identically(stop_after):
     assert mg.get_rng_state() == rng_after     # and the random numbers go on the same way
 
 
-def test_without_the_rng_state_the_run_differs():
+def test_without_the_rng_state_the_run_differs(tmp_path):
     """The test above can fail: leave out one piece of state and the losses part ways."""
     straight = build(seed=0)
     expected = []
@@ -110,7 +112,8 @@ def test_without_the_rng_state_the_run_differs():
     interrupted = build(seed=0)
     losses = []
     train(interrupted, range(EPOCHS), losses, stop_after=14)
-    state = copy.deepcopy(checkpoint(interrupted, 2))
+    mg.save(checkpoint(interrupted, 2), tmp_path / "checkpoint.safetensors")
+    state = mg.load(tmp_path / "checkpoint.safetensors")
     mg.randn(100)
     resumed = restore(state)
     mg.manual_seed(1234)                  # as if the RNG state had not been saved
