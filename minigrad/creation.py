@@ -37,8 +37,10 @@ def generator(backend=None):
 
 
 def get_rng_state():
-    """A copy of the state of minigrad's generator: NumPy's bit-generator state, a dict of
-    strings and ints, which `set_rng_state` puts back (e.g. when resuming from a checkpoint)."""
+    """A copy of the state of minigrad's CPU generator: NumPy's bit-generator state, a dict of
+    strings and ints, which `set_rng_state` puts back (e.g. when resuming from a checkpoint).
+    Like PyTorch's `torch.get_rng_state`, it does not cover the GPU's own generator (dropout
+    masks drawn on the device)."""
     return copy.deepcopy(_generator.bit_generator.state)
 
 
