@@ -205,6 +205,19 @@ def test_clip_grad_norm_with_non_finite_gradients():
     assert float(nn.utils.clip_grad_norm_([nn.Parameter(mg.ones(2))], 1.0)) == 0.0   # no grads
 
 
+def test_clipping_counts_as_one_in_place_change_of_each_gradient():
+    ours, theirs = twin_parameters(scale=3.0)
+    before = [p.grad._version for p in ours[:2]]
+    nn.utils.clip_grad_norm_(ours, 1.0)
+    torch_before = [q.grad._version for q in theirs[:2]]
+    torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+    assert [p.grad._version - v for p, v in zip(ours[:2], before, strict=True)] == \
+        [q.grad._version - v for q, v in zip(theirs[:2], torch_before, strict=True)] == [1, 1]
+    nn.utils.clip_grad_value_(ours, 0.1)
+    assert [p.grad._version - v for p, v in zip(ours[:2], before, strict=True)] == [2, 2]
+    assert [p._version for p in ours] == [0, 0, 0]          # the parameters are untouched
+
+
 def test_clip_grad_value_matches_torch():
     ours, theirs = twin_parameters(scale=3.0)
     assert nn.utils.clip_grad_value_(ours, 1.5) is None
@@ -230,7 +243,7 @@ def test_parameters_to_vector_and_back_match_torch():
     torch.nn.utils.vector_to_parameters(torch.tensor(new), theirs)
     for p, q, a in zip(ours, theirs, arrays, strict=True):
         np.testing.assert_array_equal(p.numpy(), q.detach().numpy())
-        assert p.data is a                          # written in place
+        assert p.data is a and p._version == 1      # written in place, counted once
     with pytest.raises(ValueError, match=r"hold 19 values, so vec must have shape \(19,\)"):
         nn.utils.vector_to_parameters(mg.ones(18), ours)
     with pytest.raises(TypeError, match="expected a Tensor"):

@@ -285,9 +285,9 @@ def test_loads_a_torch_state_dict_and_continues_like_torch(name):
 
 
 def test_step_updates_parameters_in_place_and_nothing_else():
-    """The step writes into each parameter's own array (views and references see it); the
-    gradients, a state dict taken earlier and the arrays a state dict was loaded from stay as
-    they were."""
+    """The step writes into each parameter's own array (views and references see it) and bumps
+    its version by one; the gradients (values and versions), a state dict taken earlier and the
+    arrays a state dict was loaded from stay as they were."""
     params = [nn.Parameter(mg.ones(3)), nn.Parameter(mg.ones(2))]
     arrays = [p.data for p in params]
     view = params[0].data[1:]
@@ -297,6 +297,8 @@ def test_step_updates_parameters_in_place_and_nothing_else():
     opt.step()
     assert all(p.data is a for p, a in zip(params, arrays, strict=True))
     assert np.all(view != 1.0)
+    assert [p._version for p in params] == [1, 1]             # one in-place change each
+    assert all(p.grad._version == 0 for p in params)        # and nothing else changed
     saved = opt.state_dict()
     frozen = {i: {k: np.copy(v) for k, v in s.items()} for i, s in saved["state"].items()}
     opt.step()
@@ -307,6 +309,7 @@ def test_step_updates_parameters_in_place_and_nothing_else():
     other.load_state_dict(saved)
     other.param_groups[0]["params"][0].grad = mg.ones(3)
     other.step()
+    assert [p._version for p in other.param_groups[0]["params"]] == [1, 0]   # no grad, no bump
     for i, entries in frozen.items():
         for key, value in entries.items():
             np.testing.assert_array_equal(saved["state"][i][key], value)

@@ -2,6 +2,7 @@
 gradient clipping, parameters as one flat vector."""
 from .. import autograd, ops
 from ..tensor import Tensor
+from ..version import bump_version
 from .batchnorm import _BatchNorm
 from .fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
 
@@ -85,6 +86,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     scale = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
     for g in grads:
         g.data *= scale.astype(g.dtype, copy=False)
+        bump_version(g)                 # changed in place (as torch's mul_ counts)
     return Tensor.from_array(total, grads[0].backend)
 
 
@@ -92,6 +94,7 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient, in place, to [-clip_value, clip_value]. `foreach` is ignored."""
     for g in _grads(parameters):
         g.backend.xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        bump_version(g)
 
 
 # ---------------------------------------------------------------------- flat parameters
@@ -106,7 +109,9 @@ def parameters_to_vector(parameters):
 
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of the 1-D tensor `vec` into `parameters`, in place (the
-    inverse of `parameters_to_vector`)."""
+    inverse of `parameters_to_vector`). PyTorch rebinds each `param.data` instead; writing
+    into the parameters' own arrays keeps their views and optimizers valid, and counts as an
+    in-place change of each (its version goes up by one)."""
     if not isinstance(vec, Tensor):
         raise TypeError(f"vector_to_parameters: expected a Tensor, got {type(vec).__name__}")
     parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
@@ -118,4 +123,5 @@ def vector_to_parameters(vec, parameters):
     for p in parameters:
         n = p.numel()
         p.data[...] = p.backend.asarray(vec.data[start:start + n].reshape(p.shape))
+        bump_version(p)
         start += n
