@@ -93,12 +93,17 @@ def sgd(model, lr, momentum, weight_decay, optim=mg.optim):
                      lr=lr, momentum=momentum, nesterov=momentum > 0)
 
 
-def learning_rate(step, total, peak):
-    """Linear warmup over WARMUP_STEPS (shorter for short runs), then a cosine down to 0."""
+def warmup_cosine(optimizer, total, lr_scheduler=mg.optim.lr_scheduler):
+    """A scheduler (step it after each optimizer step) that scales the optimizer's lr by a
+    linear warmup over WARMUP_STEPS (shorter for short runs), then a cosine down to 0."""
     warmup = min(WARMUP_STEPS, total // 10)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    return 0.5 * peak * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+    def factor(step):
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+    return lr_scheduler.LambdaLR(optimizer, factor)
 
 
 @contextlib.contextmanager
@@ -167,18 +172,17 @@ class Progress:
         return seconds
 
 
-def train_epoch(model, loader, optimizer, schedule, progress):
-    """One pass over `loader`; returns the mean training loss."""
+def train_epoch(model, loader, optimizer, scheduler, progress):
+    """One pass over `loader`, stepping the lr `scheduler` after every batch; returns the mean
+    training loss."""
     model.train()
     for images, labels in loader:
-        lr = next(schedule)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         logits = model(images)
         loss = mg.nn.functional.cross_entropy(logits, labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        scheduler.step()
         correct = int((logits.data.argmax(axis=1) == labels.data).sum())
         progress.update(loss.item(), correct, labels.shape[0])
     return progress.loss_sum / max(progress.examples, 1)
@@ -268,8 +272,7 @@ def main(argv=None):
 
     model = lenet5(args.bn).to(args.device)
     optimizer = sgd(model, args.lr, args.momentum, args.weight_decay)
-    total_steps = args.epochs * len(train_loader)
-    schedule = (learning_rate(step, total_steps, args.lr) for step in range(total_steps))
+    scheduler = warmup_cosine(optimizer, args.epochs * len(train_loader))
 
     print(f"minigrad LeNet-5, bn={args.bn}, device={args.device}, {len(train_set)} training / "
           f"{len(test_set)} test images, batch {args.batch_size}, {args.epochs} epochs, "
@@ -279,7 +282,7 @@ def main(argv=None):
                                    "seconds")}
     for epoch in range(1, args.epochs + 1):
         progress = Progress(epoch, args.epochs, len(train_loader), args.plain)
-        history["loss"].append(train_epoch(model, train_loader, optimizer, schedule, progress))
+        history["loss"].append(train_epoch(model, train_loader, optimizer, scheduler, progress))
         history["step_losses"] += progress.step_losses
         history["train_acc"].append(100.0 * progress.correct / max(progress.examples, 1))
         history["seconds"].append(progress.close())

@@ -4,9 +4,9 @@ from . import autograd, cuda, data, nn, ops, optim, viz
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
-from .creation import (allclose, arange, empty, eye, from_numpy, full, full_like, linspace,
-                       manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                       randperm, tensor, zeros, zeros_like)
+from .creation import (allclose, arange, empty, eye, from_numpy, full, full_like, get_rng_state,
+                       linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
+                       randn_like, randperm, set_rng_state, tensor, zeros, zeros_like)
 from .dlpack import from_dlpack
 from .dtypes import (complex64, complex128, double, float16, float32, float64, get_default_dtype,
                      half, int8, int16, int32, int64, long, set_default_dtype, uint8)

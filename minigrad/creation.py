@@ -4,6 +4,7 @@ Every function takes `dtype=`, `device=` ("cpu" | "cuda") and, where it makes se
 `requires_grad=`. Without a dtype, filled and random tensors have the default float dtype
 (float32, `mg.set_default_dtype`) and the rest follow the rules of `tensor` (minigrad/tensor.py).
 """
+import copy
 import numbers
 
 import numpy
@@ -36,6 +37,36 @@ def generator(backend=None):
     if backend not in _device_generators:
         _device_generators[backend] = backend.xp.random.default_rng(_seed)
     return _device_generators[backend]
+
+
+def get_rng_state():
+    """A copy of the state of minigrad's CPU generator: NumPy's bit-generator state, a dict of
+    strings and ints, which `set_rng_state` puts back (e.g. when resuming from a checkpoint).
+    Like PyTorch's `torch.get_rng_state`, it does not cover the GPU's own generator (dropout
+    masks drawn on the device)."""
+    return copy.deepcopy(_generator.bit_generator.state)
+
+
+def set_rng_state(state):
+    """Continue minigrad's random numbers from `state`, as `get_rng_state()` returned it."""
+    global _generator
+    _generator = generator_from_state(state, "set_rng_state")
+
+
+def generator_from_state(state, where):
+    """A NumPy generator whose bit generator is in `state`, or a clear error naming `where`."""
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    bit_generator_type = getattr(numpy.random, str(name), None)
+    if not isinstance(bit_generator_type, type) or \
+            not issubclass(bit_generator_type, numpy.random.BitGenerator):
+        raise ValueError(f"{where}: expected a NumPy bit-generator state (a dict with "
+                         f"'bit_generator', e.g. from get_rng_state()), got {state!r:.200}")
+    bit_generator = bit_generator_type()
+    try:
+        bit_generator.state = copy.deepcopy(state)
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(f"{where}: not a valid {name} state ({error})") from error
+    return numpy.random.Generator(bit_generator)
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):

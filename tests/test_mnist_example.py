@@ -1,6 +1,7 @@
 """examples/mnist_lenet_bn.py: a short real training run learns, the BN evaluation modes behave,
 and the command line runs end to end (checkpoint reload, curves). Not timed: the speed lives in
 benchmarks/bench_lenet.py."""
+import math
 import os
 import pathlib
 import subprocess
@@ -39,12 +40,11 @@ def short_run(train_set, bn, epochs=2, batch_size=32, seed=0):
     loader = mg.data.DataLoader(train_set, batch_size, shuffle=True, drop_last=True, seed=seed)
     defaults = example.parse_args([])
     optimizer = example.sgd(model, defaults.lr, defaults.momentum, defaults.weight_decay)
-    total = epochs * len(loader)
-    schedule = (example.learning_rate(step, total, defaults.lr) for step in range(total))
+    scheduler = example.warmup_cosine(optimizer, epochs * len(loader))
     losses = []
     for _ in range(epochs):
         progress = example.Progress(1, 1, len(loader), plain=True)
-        losses.append(example.train_epoch(model, loader, optimizer, schedule, progress))
+        losses.append(example.train_epoch(model, loader, optimizer, scheduler, progress))
         progress.close()
     return model, losses
 
@@ -114,15 +114,43 @@ def test_kept_buffers_restores_after_an_error():
     assert not model[1].running_mean.data.any()
 
 
+def hand_schedule(step, total, peak):
+    """The lr the example set by hand before it used a scheduler (the reference)."""
+    warmup = min(example.WARMUP_STEPS, total // 10)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return 0.5 * peak * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+
+def scheduled_rates(total, peak):
+    """The lr of every group at each of `total` steps, as train_epoch sees them."""
+    optimizer = example.sgd(example.lenet5("fused"), peak, 0.9, 5e-4)
+    scheduler = example.warmup_cosine(optimizer, total)
+    rates = []
+    for _ in range(total):
+        rates.append([group["lr"] for group in optimizer.param_groups])
+        scheduler.step()
+    return np.array(rates)
+
+
+@pytest.mark.parametrize("total", [3 * 937, 5000, 50, 7])
+def test_scheduler_gives_the_hand_written_warmup_cosine(total):
+    peak = 0.05
+    rates = scheduled_rates(total, peak)
+    expected = [hand_schedule(step, total, peak) for step in range(total)]
+    for group in rates.T:                      # to rounding: base * (a / b) vs (base * a) / b
+        np.testing.assert_allclose(group, expected, rtol=1e-15, atol=0)
+
+
 def test_learning_rate_warms_up_then_decays_to_zero():
     total, peak = 5000, 0.1
-    rates = [example.learning_rate(step, total, peak) for step in range(total)]
+    rates = scheduled_rates(total, peak)[:, 0]
     warmup = example.WARMUP_STEPS
     assert rates[0] == pytest.approx(peak / warmup)
     assert max(rates) == pytest.approx(peak)
     assert np.all(np.diff(rates[:warmup]) > 0) and np.all(np.diff(rates[warmup:]) <= 0)
     assert rates[-1] < 1e-3 * peak
-    short = [example.learning_rate(step, 50, peak) for step in range(50)]   # tiny runs warm up
+    short = scheduled_rates(50, peak)[:, 0]                                  # tiny runs warm up
     assert max(short) == pytest.approx(peak)                                 # for a tenth
 
 

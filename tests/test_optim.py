@@ -1,5 +1,7 @@
-"""optim: SGD and Adam against torch.optim over several steps, groups, state dicts, errors."""
+"""optim: SGD, Adam, AdamW, RMSprop, Adagrad against torch.optim over several steps, groups,
+float64, state dicts (ours and PyTorch's), errors."""
 import itertools
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -23,7 +25,7 @@ def _run_both(make_ours, make_theirs, dtype=np.float32, steps=STEPS, skip_last=T
     for step in range(steps):
         opt.zero_grad()
         reference.zero_grad()
-        for i, (p, q) in enumerate(zip(ours, theirs)):
+        for i, (p, q) in enumerate(zip(ours, theirs, strict=True)):
             if skip_last and i == len(SHAPES) - 1 and step % 2:
                 continue
             g = rng.standard_normal(p.shape).astype(dtype)
@@ -34,7 +36,7 @@ def _run_both(make_ours, make_theirs, dtype=np.float32, steps=STEPS, skip_last=T
 
 
 def _assert_same(ours, theirs, rtol):
-    for p, q in zip(ours, theirs):
+    for p, q in zip(ours, theirs, strict=True):
         assert p.dtype == q.detach().numpy().dtype
         np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=rtol)
 
@@ -65,11 +67,75 @@ def test_adam_matches_torch(options):
     _assert_same(ours, theirs, 1e-6)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam"])
+ADAMW_OPTIONS = [dict(betas=b, weight_decay=w, amsgrad=a)
+                 for b, w, a in itertools.product(((0.9, 0.999), (0.5, 0.8)), (0.0, 0.01, 0.3),
+                                                  (False, True))]
+
+
+@pytest.mark.parametrize("options", ADAMW_OPTIONS, ids=str)
+def test_adamw_matches_torch(options):
+    ours, theirs = _run_both(lambda ps: optim.AdamW(ps, lr=0.01, **options),
+                             lambda ps: torch.optim.AdamW(ps, lr=0.01, **options))
+    _assert_same(ours, theirs, 1e-6)
+
+
+def test_adam_decoupled_weight_decay_is_adamw():
+    options = dict(lr=0.01, weight_decay=0.2, decoupled_weight_decay=True)
+    ours, theirs = _run_both(lambda ps: optim.Adam(ps, **options),
+                             lambda ps: torch.optim.Adam(ps, **options))
+    _assert_same(ours, theirs, 1e-6)
+
+
+RMSPROP_OPTIONS = [dict(momentum=m, centered=c, weight_decay=w, alpha=a)
+                   for m, c, w, a in itertools.product((0.0, 0.9), (False, True), (0.0, 0.1),
+                                                       (0.99, 0.5))]
+
+
+@pytest.mark.parametrize("options", RMSPROP_OPTIONS, ids=str)
+def test_rmsprop_matches_torch(options):
+    ours, theirs = _run_both(lambda ps: optim.RMSprop(ps, lr=0.01, **options),
+                             lambda ps: torch.optim.RMSprop(ps, lr=0.01, **options))
+    _assert_same(ours, theirs, 1e-6)
+
+
+ADAGRAD_OPTIONS = [dict(lr_decay=d, weight_decay=w, initial_accumulator_value=v, eps=e)
+                   for d, w, v, e in itertools.product((0.0, 0.1), (0.0, 0.1), (0.0, 0.5),
+                                                       (1e-10, 0.3))]
+
+
+@pytest.mark.parametrize("options", ADAGRAD_OPTIONS, ids=str)
+def test_adagrad_matches_torch(options):
+    ours, theirs = _run_both(lambda ps: optim.Adagrad(ps, lr=0.1, **options),
+                             lambda ps: torch.optim.Adagrad(ps, lr=0.1, **options))
+    _assert_same(ours, theirs, 1e-6)
+
+
+ALL_OPTIMIZERS = {
+    "SGD": dict(lr=0.05, momentum=0.9, weight_decay=0.01),
+    "Adam": dict(lr=0.05, amsgrad=True, weight_decay=0.01),
+    "AdamW": dict(lr=0.05, amsgrad=True),
+    "RMSprop": dict(lr=0.01, momentum=0.5, centered=True, weight_decay=0.01),
+    "Adagrad": dict(lr=0.1, lr_decay=0.01, weight_decay=0.01, initial_accumulator_value=0.1),
+}
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
 def test_float64_parameters_stay_float64(name):
-    options = dict(lr=0.05, momentum=0.9) if name == "SGD" else dict(lr=0.05, amsgrad=True)
+    options = ALL_OPTIMIZERS[name]
     ours, theirs = _run_both(lambda ps: getattr(optim, name)(ps, **options),
                              lambda ps: getattr(torch.optim, name)(ps, **options),
+                             dtype=np.float64)
+    _assert_same(ours, theirs, 1e-12)
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_param_groups_of_every_optimizer_match_torch(name):
+    def groups(ps):
+        return [{"params": ps[:1], "lr": 0.02, "weight_decay": 0.0}, {"params": ps[1:]}]
+
+    options = ALL_OPTIMIZERS[name]
+    ours, theirs = _run_both(lambda ps: getattr(optim, name)(groups(ps), **options),
+                             lambda ps: getattr(torch.optim, name)(groups(ps), **options),
                              dtype=np.float64)
     _assert_same(ours, theirs, 1e-12)
 
@@ -83,15 +149,20 @@ def test_param_groups_have_their_own_settings():
     _assert_same(ours, theirs, 1e-6)
 
 
-def test_step_never_writes_into_gradients_and_reuses_its_scratch():
-    params = [nn.Parameter(mg.ones(5, 5)), nn.Parameter(mg.ones(2))]
-    opt = optim.Adam(params, lr=0.1, weight_decay=0.1)
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_step_never_writes_into_gradients_and_allocates_nothing_after_the_first(name):
+    params = [nn.Parameter(mg.ones(500, 200)), nn.Parameter(mg.ones(2))]
+    opt = getattr(optim, name)(params, **ALL_OPTIMIZERS[name])
     grads = [mg.full(p.shape, 0.5) for p in params]
-    for p, g in zip(params, grads):
+    for p, g in zip(params, grads, strict=True):
         p.grad = g
     opt.step()
     scratch = {key: id(buffer) for key, buffer in opt._work.items()}
+    tracemalloc.start()
     opt.step()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 40_000              # a 400 kB parameter: no array-sized temporary
     assert {key: id(buffer) for key, buffer in opt._work.items()} == scratch
     assert all(np.all(g.numpy() == 0.5) for g in grads)
 
@@ -114,32 +185,135 @@ def test_zero_grad_and_closure():
     assert p.grad is None
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam"])
-def test_state_dict_round_trip_resumes_exactly(name):
-    options = dict(lr=0.1, momentum=0.9, nesterov=True) if name == "SGD" else dict(lr=0.1)
-    rng = np.random.default_rng(2)
-    grads = [rng.standard_normal(3).astype(np.float32) for _ in range(4)]
+def _two_groups(ps):
+    return [{"params": ps[:2]}, {"params": ps[2:], "lr": 0.02}]
 
-    def train(p, opt, gs):
-        for g in gs:
-            p.grad = mg.tensor(g)
+
+def _set_grads(ours, theirs, rng, dtype=np.float32):
+    for p, q in zip(ours, theirs, strict=True):
+        g = rng.standard_normal(p.shape).astype(dtype)
+        p.grad, q.grad = mg.tensor(g), torch.tensor(g)
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_state_dict_round_trip_resumes_exactly(name):
+    options = ALL_OPTIMIZERS[name]
+    rng = np.random.default_rng(2)
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(5)]
+
+    def train(params, opt, steps):
+        for gs in steps:
+            for p, g in zip(params, gs, strict=True):
+                p.grad = mg.tensor(g)
             opt.step()
 
-    straight = nn.Parameter(mg.ones(3))
-    train(straight, getattr(optim, name)([straight], **options), grads)
+    def fresh_params():
+        return [nn.Parameter(mg.ones(s)) for s in SHAPES]
 
-    first = nn.Parameter(mg.ones(3))
-    opt = getattr(optim, name)([first], **options)
+    straight = fresh_params()
+    train(straight, getattr(optim, name)(_two_groups(straight), **options), grads)
+
+    first = fresh_params()
+    opt = getattr(optim, name)(_two_groups(first), **options)
     train(first, opt, grads[:2])
     saved = opt.state_dict()
-    assert all(isinstance(v, np.ndarray) for s in saved["state"].values() for v in s.values()
-               if hasattr(v, "shape"))
-    resumed = nn.Parameter(mg.tensor(first.numpy().copy()))
-    fresh = getattr(optim, name)([resumed], lr=123.0)
+    assert sorted(saved["state"]) == [0, 1, 2]
+    assert [g["params"] for g in saved["param_groups"]] == [[0, 1], [2]]
+    arrays = [v for s in saved["state"].values() for v in s.values() if hasattr(v, "shape")]
+    assert arrays and all(isinstance(v, np.ndarray) for v in arrays)
+    resumed = [nn.Parameter(mg.tensor(p.numpy().copy())) for p in first]
+    fresh = getattr(optim, name)(_two_groups(resumed), lr=123.0)
     fresh.load_state_dict(saved)
-    assert fresh.param_groups[0]["lr"] == 0.1
+    assert fresh.param_groups[0]["lr"] == options["lr"]
+    assert fresh.param_groups[1]["lr"] == 0.02
     train(resumed, fresh, grads[2:])
-    np.testing.assert_array_equal(resumed.numpy(), straight.numpy())
+    for p, q in zip(resumed, straight, strict=True):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_state_dict_layout_matches_torch(name):
+    """Same state names and group settings as torch.optim (minus its implementation switches),
+    and parameter indices numbered across groups."""
+    options = ALL_OPTIMIZERS[name]
+    rng = np.random.default_rng(3)
+    ours = [nn.Parameter(mg.ones(s)) for s in SHAPES]
+    theirs = [torch.nn.Parameter(torch.ones(s)) for s in SHAPES]
+    opt = getattr(optim, name)(_two_groups(ours), **options)
+    reference = getattr(torch.optim, name)(_two_groups(theirs), **options)
+    for _ in range(2):
+        _set_grads(ours, theirs, rng)
+        opt.step()
+        reference.step()
+    mine, torch_state = opt.state_dict(), reference.state_dict()
+    assert mine["state"].keys() == torch_state["state"].keys()
+    for index, entries in torch_state["state"].items():
+        assert mine["state"][index].keys() == entries.keys()
+        for key, value in entries.items():
+            np.testing.assert_allclose(mine["state"][index][key], value.numpy(), rtol=1e-6,
+                                       atol=1e-6, err_msg=f"{index}.{key}")
+    pairs = zip(mine["param_groups"], torch_state["param_groups"], strict=True)
+    for group, torch_group in pairs:
+        switches = {"foreach", "fused", "capturable", "differentiable", "maximize"}
+        assert group.keys() == torch_group.keys() - switches
+        assert group == {k: v for k, v in torch_group.items() if k not in switches}
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_loads_a_torch_state_dict_and_continues_like_torch(name):
+    options = ALL_OPTIMIZERS[name]
+    rng = np.random.default_rng(4)
+    theirs = [torch.nn.Parameter(torch.tensor(rng.standard_normal(s))) for s in SHAPES]
+    reference = getattr(torch.optim, name)(_two_groups(theirs), **options)
+    for _ in range(3):
+        for q in theirs:
+            q.grad = torch.tensor(rng.standard_normal(q.shape))
+        reference.step()
+    saved = reference.state_dict()
+    as_numpy = {"state": {i: {k: v.numpy() if isinstance(v, torch.Tensor) else v
+                              for k, v in s.items()} for i, s in saved["state"].items()},
+                "param_groups": saved["param_groups"]}
+    ours = [nn.Parameter(mg.tensor(q.detach().numpy().copy())) for q in theirs]
+    opt = getattr(optim, name)(_two_groups(ours), lr=1.0)
+    opt.load_state_dict(as_numpy)
+    assert all(isinstance(s["step"], int) for s in opt.state.values() if "step" in s)
+    for _ in range(3):
+        _set_grads(ours, theirs, rng, np.float64)
+        opt.step()
+        reference.step()
+    _assert_same(ours, theirs, 1e-12)
+
+
+def test_step_updates_parameters_in_place_and_nothing_else():
+    """The step writes into each parameter's own array (views and references see it) and bumps
+    its version by one; the gradients (values and versions), a state dict taken earlier and the
+    arrays a state dict was loaded from stay as they were."""
+    params = [nn.Parameter(mg.ones(3)), nn.Parameter(mg.ones(2))]
+    arrays = [p.data for p in params]
+    view = params[0].data[1:]
+    opt = optim.Adam(params, lr=0.1)
+    for p in params:
+        p.grad = mg.full(p.shape, 0.5)
+    opt.step()
+    assert all(p.data is a for p, a in zip(params, arrays, strict=True))
+    assert np.all(view != 1.0)
+    assert [p._version for p in params] == [1, 1]             # one in-place change each
+    assert all(p.grad._version == 0 for p in params)        # and nothing else changed
+    saved = opt.state_dict()
+    frozen = {i: {k: np.copy(v) for k, v in s.items()} for i, s in saved["state"].items()}
+    opt.step()
+    for i, entries in frozen.items():
+        for key, value in entries.items():
+            np.testing.assert_array_equal(saved["state"][i][key], value)
+    other = optim.Adam([nn.Parameter(mg.ones(3)), nn.Parameter(mg.ones(2))], lr=0.1)
+    other.load_state_dict(saved)
+    other.param_groups[0]["params"][0].grad = mg.ones(3)
+    other.step()
+    assert [p._version for p in other.param_groups[0]["params"]] == [1, 0]   # no grad, no bump
+    for i, entries in frozen.items():
+        for key, value in entries.items():
+            np.testing.assert_array_equal(saved["state"][i][key], value)
+    assert all(np.all(p.grad.numpy() == 0.5) for p in params)
 
 
 def test_load_state_dict_rejects_a_different_layout():
@@ -154,6 +328,22 @@ def test_load_state_dict_rejects_a_different_layout():
     with pytest.raises(ValueError, match="shape"):
         small.load_state_dict(bad)
     assert small.state == {}
+    two_groups = optim.SGD([{"params": [nn.Parameter(mg.ones(3))]},
+                            {"params": [nn.Parameter(mg.ones(2))]}], lr=0.1)
+    with pytest.raises(ValueError, match=r"2 parameter group\(s\) holding \[1, 1\]"):
+        opt.load_state_dict(two_groups.state_dict())
+    unknown = {"state": {7: {"momentum_buffer": np.zeros(2, np.float32)}},
+               "param_groups": [dict(small.param_groups[0], params=[0])]}
+    with pytest.raises(ValueError, match="parameter 7"):
+        small.load_state_dict(unknown)
+    maximized = {"state": {}, "param_groups": [dict(small.param_groups[0], params=[0],
+                                                    maximize=True)]}
+    with pytest.raises(ValueError, match="maximize=True"):
+        small.load_state_dict(maximized)
+    negative = {"state": {}, "param_groups": [dict(small.param_groups[0], params=[0], lr=-1)]}
+    with pytest.raises(ValueError, match="lr must be >= 0"):
+        small.load_state_dict(negative)
+    assert small.param_groups[0]["lr"] == 0.1 and "maximize" not in small.param_groups[0]
 
 
 def test_errors():
@@ -174,6 +364,12 @@ def test_errors():
         optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
     with pytest.raises(TypeError, match="only optimize Tensors"):
         optim.SGD([np.ones(2)], lr=0.1)
+    with pytest.raises(ValueError, match="AdamW: betas"):
+        optim.AdamW([p], betas=(0.9, 1.5))
+    with pytest.raises(ValueError, match="RMSprop: alpha"):
+        optim.RMSprop([p], alpha=-0.5)
+    with pytest.raises(ValueError, match="Adagrad: lr_decay"):
+        optim.Adagrad([p], lr_decay=-0.1)
 
 
 def test_sgd_trains_a_model_through_module_parameters():

@@ -1,9 +1,11 @@
 """Data: datasets, the DataLoader that batches them into tensors, and MNIST."""
+from .collate import default_collate
 from .dataloader import DataLoader
-from .dataset import Dataset, TensorDataset
+from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from .download import ChecksumError, DownloadError
 from .idx import IDXError, read_idx
 from .mnist import MNIST, DatasetNotFoundError
 
-__all__ = ["ChecksumError", "DataLoader", "Dataset", "DatasetNotFoundError", "DownloadError",
-           "IDXError", "MNIST", "TensorDataset", "read_idx"]
+__all__ = ["ChecksumError", "ConcatDataset", "DataLoader", "Dataset", "DatasetNotFoundError",
+           "DownloadError", "IDXError", "MNIST", "Subset", "TensorDataset", "default_collate",
+           "random_split", "read_idx"]

@@ -114,7 +114,8 @@ class MNIST(Dataset):
     array of shape (1, 28, 28) in [0, 1] and the label an int in 0..9.
 
     The whole split is also there as arrays, converted once when the dataset is made:
-    `images` (N, 1, 28, 28) float32 in [0, 1] and `labels` (N,) int64 (both read-only).
+    `images` (N, 1, 28, 28) float32 in [0, 1] and `labels` (N,) int64 (both read-only;
+    `data` and `targets` are the same arrays under torchvision's names).
 
     root: the data folder: the one with the four IDX files, or its parent with them in mnist/
     (default: $MINIGRAD_DATA, else ~/.cache/minigrad; see `resolve_root`). `dataset.root` is
@@ -123,11 +124,16 @@ class MNIST(Dataset):
     download: fetch missing files from the mirrors into `root`, and replace a file whose
     checksum does not match with a verified download; with False, a missing file is a
     DatasetNotFoundError and a corrupt one a ChecksumError, each saying what to do.
+    transform, target_transform: functions applied to the image array and to the label of
+    each `dataset[i]`. With either, `arrays()` is None, so the DataLoader calls them sample by
+    sample; without them it batches whole arrays at once.
     """
 
-    def __init__(self, root=None, train=True, download=True):
+    def __init__(self, root=None, train=True, download=True, transform=None,
+                 target_transform=None):
         self.root = resolve_root(data_folder() if root is None else root)
         self.train = bool(train)
+        self.transform, self.target_transform = transform, target_transform
         images_path, labels_path = self._locate(download)
         raw_images = self._read(images_path, IMAGES_MAGIC, download)
         raw_labels = self._read(labels_path, LABELS_MAGIC, download)
@@ -185,11 +191,26 @@ class MNIST(Dataset):
     def __len__(self):
         return self.labels.shape[0]
 
+    @property
+    def data(self):
+        return self.images
+
+    @property
+    def targets(self):
+        return self.labels
+
     def __getitem__(self, index):
-        label = self.labels[index]
-        return self.images[index], (int(label) if label.ndim == 0 else label)
+        image, label = self.images[index], self.labels[index]
+        label = int(label) if label.ndim == 0 else label
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
 
     def arrays(self):
+        if self.transform is not None or self.target_transform is not None:
+            return None
         return self.images, self.labels
 
     def __repr__(self):

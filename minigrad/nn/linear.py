@@ -5,7 +5,11 @@ from .module import Module
 
 
 class Identity(Module):
-    """Returns its input unchanged (a placeholder where a layer is optional)."""
+    """Returns its input unchanged (a placeholder where a layer is optional). Arguments given
+    to the constructor are ignored, as in PyTorch, so it can stand in for any layer."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def forward(self, input):
         return input

@@ -51,12 +51,38 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        for hook in tuple(self._forward_pre_hooks.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in tuple(self._forward_hooks.values()):
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # ------------------------------------------------------------------ hooks
+    def register_forward_pre_hook(self, hook, prepend=False):
+        """Call `hook(module, args)` before every forward; if it returns something other than
+        None, that becomes the positional input (a single value is wrapped in a tuple).
+        `prepend` runs it before the hooks already registered. Returns a handle whose
+        `remove()` unregisters it."""
+        return RemovableHandle(self._forward_pre_hooks, hook, prepend)
+
+    def register_forward_hook(self, hook, prepend=False):
+        """Call `hook(module, args, output)` after every forward; if it returns something
+        other than None, that replaces the output. Returns a handle with `remove()`."""
+        return RemovableHandle(self._forward_hooks, hook, prepend)
 
     # ------------------------------------------------------------------ registration
     def _registries(self):
@@ -140,16 +166,20 @@ class Module:
                       | set(self._modules))
 
     # ------------------------------------------------------------------ traversal
-    def named_modules(self, prefix="", memo=None):
-        """(name, module) for this module and every descendant, each module once."""
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module and every descendant, depth first in registration
+        order; a module reachable under several names comes once (unless not
+        `remove_duplicate`)."""
         memo = set() if memo is None else memo
         if id(self) in memo:
             return
-        memo.add(id(self))
+        if remove_duplicate:
+            memo.add(id(self))
         yield prefix, self
         for name, child in self._modules.items():
             if child is not None:
-                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                               remove_duplicate)
 
     def modules(self):
         for _, module in self.named_modules():
@@ -170,7 +200,7 @@ class Module:
         """(qualified name, tensor) from one registry of this module (and descendants); a tensor
         shared by several modules comes once, under its first name."""
         seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for module_prefix, module in modules:
             for name, tensor in getattr(module, registry).items():
                 if tensor is None or id(tensor) in seen:
@@ -228,6 +258,24 @@ class Module:
                 for tensor in registry.values():
                     if tensor is not None:
                         _move(tensor, backend, dtype)
+        return self
+
+    def float(self):
+        """Cast floating-point parameters and buffers to float32, in place; returns self."""
+        return self.to(dtype="float32")
+
+    def double(self):
+        """Cast floating-point parameters and buffers to float64, in place; returns self."""
+        return self.to(dtype="float64")
+
+    def half(self):
+        """Cast floating-point parameters and buffers to float16, in place; returns self."""
+        return self.to(dtype="float16")
+
+    def requires_grad_(self, requires_grad=True):
+        """Switch gradient tracking of every parameter on or off (freezing layers)."""
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
         return self
 
     def cpu(self):
@@ -305,6 +353,31 @@ class Module:
             return f"{type(self).__name__}({extra})"
         lines = ([extra] if extra else []) + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class RemovableHandle:
+    """What `register_*_hook` returns: `remove()` (or leaving a `with` block) unregisters the
+    hook. Hooks are kept in a dict under an id that grows with every registration."""
+
+    _next_id = 0
+
+    def __init__(self, hooks, hook, prepend=False):
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
+        self.hooks, self.id = hooks, RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+        hooks[self.id] = hook
+        if prepend:
+            hooks.move_to_end(self.id, last=False)
+
+    def remove(self):
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.remove()
 
 
 def _move(tensor, backend, dtype):

@@ -1,6 +1,8 @@
-"""Utilities for models: population statistics for batch norm, conv + batch norm folding."""
-from .. import autograd
+"""Utilities for models: population statistics for batch norm, conv + batch norm folding,
+gradient clipping, parameters as one flat vector."""
+from .. import autograd, ops
 from ..tensor import Tensor
+from ..version import bump_version
 from .batchnorm import _BatchNorm
 from .fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
 
@@ -50,3 +52,76 @@ def recompute_batchnorm_stats(model, batches):
         for module, training in modes:
             module.training = training
     return model
+
+
+# ---------------------------------------------------------------------- gradient clipping
+def _grads(parameters):
+    """The gradient tensors of `parameters` (a tensor or an iterable of them) that have one."""
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                    foreach=None):
+    """Scale all gradients, in place, by one factor so that their joint norm is at most
+    `max_norm`, and return that norm (before scaling) as a 0-d tensor:
+
+        total = || (||g_1||_p, ..., ||g_k||_p) ||_p        (p = norm_type; inf: the max |g|)
+        g_i = g_i * min(1, max_norm / (total + 1e-6))
+
+    A non-finite total is an error when `error_if_nonfinite`, else it scales anyway (as in
+    PyTorch). `foreach` is accepted for PyTorch compatibility and ignored.
+    """
+    grads = _grads(parameters)
+    if not grads:
+        return Tensor(0.0)
+    xp, dtype = grads[0].backend.xp, grads[0].dtype
+    order = float(norm_type)
+    norms = xp.stack([xp.linalg.norm(g.data.reshape(-1), ord=order) for g in grads])
+    total = xp.linalg.norm(norms.astype(dtype, copy=False), ord=order)
+    if error_if_nonfinite and not bool(xp.isfinite(total)):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
+                           f"gradients is {float(total)}, so they cannot be clipped; pass "
+                           "error_if_nonfinite=False to scale them by it anyway")
+    scale = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
+    for g in grads:
+        g.data *= scale.astype(g.dtype, copy=False)
+        bump_version(g)                 # changed in place (as torch's mul_ counts)
+    return Tensor.from_array(total, grads[0].backend)
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp every gradient, in place, to [-clip_value, clip_value]. `foreach` is ignored."""
+    for g in _grads(parameters):
+        g.backend.xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        bump_version(g)
+
+
+# ---------------------------------------------------------------------- flat parameters
+def parameters_to_vector(parameters):
+    """All parameters flattened and joined into one 1-D tensor (differentiable: a gradient on
+    the vector flows back to the parameters)."""
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    if not parameters:
+        raise ValueError("parameters_to_vector: got no parameters")
+    return ops.concatenate([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copy consecutive slices of the 1-D tensor `vec` into `parameters`, in place (the
+    inverse of `parameters_to_vector`). PyTorch rebinds each `param.data` instead; writing
+    into the parameters' own arrays keeps their views and optimizers valid, and counts as an
+    in-place change of each (its version goes up by one)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"vector_to_parameters: expected a Tensor, got {type(vec).__name__}")
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    wanted = sum(p.numel() for p in parameters)
+    if vec.ndim != 1 or vec.shape[0] != wanted:
+        raise ValueError(f"vector_to_parameters: the parameters hold {wanted} values, so vec "
+                         f"must have shape ({wanted},), got {vec.shape}")
+    start = 0
+    for p in parameters:
+        n = p.numel()
+        p.data[...] = p.backend.asarray(vec.data[start:start + n].reshape(p.shape))
+        bump_version(p)
+        start += n

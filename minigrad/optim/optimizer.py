@@ -109,25 +109,36 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Restore settings and state saved by `state_dict()` from an optimizer over parameters
-        of the same shapes in the same groups; state arrays go to each parameter's device."""
+        """Restore settings and state saved by `state_dict()` (or by torch.optim, converted to
+        NumPy) from an optimizer over parameters of the same shapes in the same groups.
+
+        State arrays are copied onto each parameter's device and dtype; `step` (a 0-d tensor in
+        PyTorch) becomes a number. Everything is checked before anything changes.
+        """
         name = type(self).__name__
         groups = state_dict["param_groups"]
+        saved_sizes = [len(g["params"]) for g in groups]
         sizes = [len(g["params"]) for g in self.param_groups]
-        if [len(g["params"]) for g in groups] != sizes:
-            raise ValueError(f"{name}.load_state_dict: the saved groups hold "
-                             f"{[len(g['params']) for g in groups]} parameters, this optimizer's "
-                             f"hold {sizes}")
+        if saved_sizes != sizes:
+            raise ValueError(f"{name}.load_state_dict: the saved state has {len(groups)} "
+                             f"parameter group(s) holding {saved_sizes} parameters, this "
+                             f"optimizer has {len(sizes)} holding {sizes}")
         by_index = {}
         for saved, group in zip(groups, self.param_groups, strict=True):
             by_index.update(zip(saved["params"], group["params"], strict=True))
         new_state = {}
         for key, values in state_dict["state"].items():
+            if int(key) not in by_index:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {key}, but the "
+                                 f"saved groups number the parameters {sorted(by_index)}")
             p = by_index[int(key)]
-            new_state[p] = {k: _import(v, p, f"{name}.load_state_dict: state {key}.{k}")
+            new_state[p] = {k: _import(k, v, p, f"{name}.load_state_dict: state {key}.{k}")
                             for k, v in values.items()}
-        for saved, group in zip(groups, self.param_groups, strict=True):
-            group.update({k: v for k, v in saved.items() if k != "params"})
+        settings = [_own_settings(saved, name) for saved in groups]
+        for saved, group in zip(settings, self.param_groups, strict=True):
+            self._check_settings(dict(group, **saved))
+        for saved, group in zip(settings, self.param_groups, strict=True):
+            group.update(saved)
         self.state = new_state
 
     def __repr__(self):
@@ -146,8 +157,31 @@ def _export(value, param):
     return value
 
 
-def _import(value, param, where):
-    """A state entry from a state dict, on `param`'s device (arrays must match its shape)."""
+# torch.optim's implementation switches: nothing to restore when off, unsupported when on.
+_TORCH_SWITCHES = {"foreach": None, "fused": None, "capturable": False, "differentiable": False,
+                   "maximize": False}
+
+
+def _own_settings(saved, name):
+    """A saved group's settings without "params" and without PyTorch's implementation switches
+    (a switch that is on, e.g. maximize=True, is an error: minigrad does not implement it)."""
+    settings = {}
+    for key, value in saved.items():
+        if key in _TORCH_SWITCHES:
+            if value not in (_TORCH_SWITCHES[key], False):
+                raise ValueError(f"{name}.load_state_dict: the saved group has {key}={value!r}, "
+                                 "which minigrad's optimizers do not support")
+        elif key != "params":
+            settings[key] = value
+    return settings
+
+
+def _import(key, value, param, where):
+    """A state entry from a state dict: the step count as a number (PyTorch saves a 0-d
+    tensor), anything else as an array on `param`'s device and dtype, of its shape."""
+    if key == "step":
+        step = float(value)
+        return int(step) if step.is_integer() else step
     if not hasattr(value, "shape"):
         return value
     if tuple(value.shape) != param.shape:

@@ -1,0 +1,42 @@
+"""Adagrad: steps scaled by the root of each coordinate's summed squared gradients."""
+from .optimizer import Optimizer
+
+
+class Adagrad(Optimizer):
+    """PyTorch's Adagrad. For each parameter p with gradient g, at step t = 1, 2, ...:
+
+        g = g + weight_decay * p
+        clr = lr / (1 + (t - 1) * lr_decay)
+        s = s + g^2                          (sum, starting at initial_accumulator_value)
+        p = p - clr * g / (sqrt(s) + eps)
+    """
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
+                 initial_accumulator_value=0.0, eps=1e-10):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value))
+
+    def _check_settings(self, group):
+        for key in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
+            if group[key] < 0:
+                raise ValueError(f"Adagrad: {key} must be >= 0, not {group[key]}")
+
+    def _update(self, param, grad, state, group):
+        xp = param.backend.xp
+        first, second = self._work_arrays(param)
+        if not state:
+            state["step"] = 0
+            state["sum"] = xp.full_like(param.data, group["initial_accumulator_value"])
+        state["step"] += 1
+        if group["weight_decay"]:
+            grad = xp.add(grad, xp.multiply(param.data, group["weight_decay"], out=first),
+                          out=first)
+        clr = group["lr"] / (1.0 + (state["step"] - 1) * group["lr_decay"])
+        total = state["sum"]
+        total += xp.multiply(grad, grad, out=second)
+        std = xp.sqrt(total, out=second)
+        std += group["eps"]
+        update = xp.divide(grad, std, out=second)
+        update *= -clr
+        param.data += update
