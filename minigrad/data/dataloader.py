@@ -23,15 +23,20 @@ class DataLoader:
     generator seeded once, so the same seed gives the same sequence of epochs; without one it
     draws from minigrad's global generator (`mg.manual_seed`).
     device: where the batches are put ("cpu" or "cuda"; None is the CPU).
+    sampler: an iterable of indices (e.g. `DistributedSampler`) that gives the order instead.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 device=None):
+                 device=None, sampler=None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
                 or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, "
                              f"got {batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler and shuffle=True exclude each other (the "
+                             "sampler gives the order; DistributedSampler shuffles itself)")
         self.dataset = dataset
+        self.sampler = sampler
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -40,13 +45,15 @@ class DataLoader:
 
     def __len__(self):
         """Number of batches per epoch."""
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self):
         # The order is drawn here, when the epoch starts, not at the first batch.
         n = len(self.dataset)
-        if self.shuffle:
+        if self.sampler is not None:
+            order = np.fromiter(self.sampler, dtype=np.int64)
+        elif self.shuffle:
             generator = self._generator if self._generator is not None else creation.generator()
             order = generator.permutation(n)
         else:
