@@ -32,9 +32,10 @@ def worker(args):
     import numpy as np
 
     sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+    from mnist_lenet_bn import lenet5, sgd
+
     import minigrad as mg
     import minigrad.distributed as dist
-    from mnist_lenet_bn import lenet5, sgd
 
     mg.tune_cpu(threads=1)
     dist.init_process_group()
@@ -113,7 +114,7 @@ def main():
               f"collectives {100 * min(shares):.0f} - {100 * max(shares):.0f}% of the step, "
               f"{runs[0]['elements']:,} elements sent per step")
     ratios = [b / a for a, b in zip(throughput[1], throughput[2])]
-    print(f"speed-up of 2 ranks over 1 (per round): "
+    print("speed-up of 2 ranks over 1 (per round): "
           + ", ".join(f"{r:.2f}" for r in ratios) + f"; load average {os.getloadavg()[0]:.2f} "
           "at the end")
 
