@@ -12,7 +12,9 @@ both; each launch warms up, then times every step on rank 0. The report gives pe
 median step, the throughput (global images per second), the share of the step spent inside
 collectives (rank 0's `minigrad.distributed.stats`; it includes waiting for the slower rank), the
 elements sent per step, and the speed-up of 2 ranks over 1 (ratio of median throughputs).
-BLAS runs one thread per process, so 2 ranks use the 2 cores.
+BLAS runs one thread per process, so 2 ranks use the 2 cores. --yield-when-idle sets Open MPI's
+mpi_yield_when_idle for the launches: a rank waiting in a collective gives up its core instead of
+spinning, which helps a lot on a busy or oversubscribed machine (see docs/distributed.md).
 """
 import argparse
 import json
@@ -75,6 +77,8 @@ def launch(ranks, args):
                                            f"{os.environ.get('PATH', '')}")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": str(ROOT)}
+    if args.yield_when_idle:
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
     command = [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup",
                str(args.warmup), "--batch-size", str(args.batch_size)]
@@ -92,13 +96,17 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch")
+    parser.add_argument("--yield-when-idle", action="store_true",
+                        help="waiting ranks yield their core (OMPI_MCA_mpi_yield_when_idle=1)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    yielding = "1" if args.yield_when_idle else os.environ.get("OMPI_MCA_mpi_yield_when_idle",
+                                                                "default")
     print(f"LeNet-5 + BN, global batch {args.batch_size}, {args.rounds} rounds of {args.steps} "
-          f"timed steps per setting, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.2f} at the start")
+          f"timed steps per setting, {os.cpu_count()} cores, mpi_yield_when_idle {yielding}, "
+          f"load average {os.getloadavg()[0]:.2f} at the start")
     found = {1: [], 2: []}
     for _ in range(args.rounds):
         for ranks in (1, 2):

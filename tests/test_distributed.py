@@ -228,3 +228,20 @@ def test_distributed_sampler_epochs_and_errors():
         mg.data.DistributedSampler(range(10), 2, 2)
     with pytest.raises(ValueError, match="exclude each other"):
         mg.data.DataLoader(range(4), sampler=sampler, shuffle=True)
+
+
+@needs_mpi
+def test_the_example_trains_on_two_ranks_and_only_rank_0_prints_and_saves(tmp_path):
+    try:
+        mg.data.MNIST(train=False, download=False)
+    except Exception as error:   # no data here: the example cannot run
+        pytest.skip(f"MNIST is not available offline: {error}")
+    out = tmp_path / "run"
+    done = mpiexec(2, "../examples/mnist_lenet_bn.py", "--distributed", "--epochs", "1",
+                   "--limit", "256", "--plain", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("distributed: 2 ranks, 32 images per rank per step"), lines
+    assert sum(line.startswith("epoch 1:") for line in lines) == 1, lines   # rank 0 alone
+    assert "(identical)" in done.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "lenet_bn.safetensors"]
