@@ -1,6 +1,6 @@
 """Data-parallel LeNet-5 + BatchNorm training: one process against two MPI ranks on this machine.
 
-    python benchmarks/bench_ddp.py                  # 3 rounds of (1 rank, 2 ranks), 100 steps each
+    python benchmarks/bench_ddp.py                  # 3 rounds of 1 and 2 ranks, 100 steps each
     python benchmarks/bench_ddp.py --rounds 5 --steps 200 --batch-size 128
 
 Both train the network of examples/mnist_lenet_bn.py at the same global batch (default 64) on
@@ -12,9 +12,9 @@ both; each launch warms up, then times every step on rank 0. The report gives pe
 median step, the throughput (global images per second), the share of the step spent inside
 collectives (rank 0's `minigrad.distributed.stats`; it includes waiting for the slower rank), the
 elements sent per step, and the speed-up of 2 ranks over 1 (ratio of median throughputs).
-BLAS runs one thread per process, so 2 ranks use the 2 cores. --yield-when-idle sets Open MPI's
-mpi_yield_when_idle for the launches: a rank waiting in a collective gives up its core instead of
-spinning, which helps a lot on a busy or oversubscribed machine (see docs/distributed.md).
+BLAS runs one thread per process, so 2 ranks use the 2 cores. The 2 ranks run twice: with Open
+MPI's default (a rank waiting in a collective spins on its core) and with mpi_yield_when_idle=1
+(it gives the core up), which matters on a busy or oversubscribed machine (docs/distributed.md).
 """
 import argparse
 import json
@@ -72,13 +72,14 @@ def worker(args):
                                       "elements": elements[-1]}), flush=True)
 
 
-def launch(ranks, args):
+SETTINGS = {"1 rank": (1, False), "2 ranks": (2, False), "2 ranks, yield": (2, True)}
+
+
+def launch(ranks, yielding, args):
     mpiexec = shutil.which("mpiexec", path=f"{pathlib.Path(sys.executable).parent}:"
                                            f"{os.environ.get('PATH', '')}")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT)}
-    if args.yield_when_idle:
-        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+           "PYTHONPATH": str(ROOT), "OMPI_MCA_mpi_yield_when_idle": "1" if yielding else "0"}
     command = [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup",
                str(args.warmup), "--batch-size", str(args.batch_size)]
@@ -96,35 +97,31 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch")
-    parser.add_argument("--yield-when-idle", action="store_true",
-                        help="waiting ranks yield their core (OMPI_MCA_mpi_yield_when_idle=1)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    yielding = "1" if args.yield_when_idle else os.environ.get("OMPI_MCA_mpi_yield_when_idle",
-                                                                "default")
     print(f"LeNet-5 + BN, global batch {args.batch_size}, {args.rounds} rounds of {args.steps} "
-          f"timed steps per setting, {os.cpu_count()} cores, mpi_yield_when_idle {yielding}, "
-          f"load average {os.getloadavg()[0]:.2f} at the start")
-    found = {1: [], 2: []}
+          f"timed steps per setting, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.2f} at the start")
+    found = {name: [] for name in SETTINGS}
     for _ in range(args.rounds):
-        for ranks in (1, 2):
-            found[ranks].append(launch(ranks, args))
+        for name, (ranks, yielding) in SETTINGS.items():
+            found[name].append(launch(ranks, yielding, args))
     throughput = {}
-    for ranks, runs in found.items():
+    for name, runs in found.items():
         medians = [statistics.median(r["times"]) for r in runs]
         shares = [sum(r["comm"]) / sum(r["times"]) for r in runs]
-        throughput[ranks] = [args.batch_size / m for m in medians]
-        print(f"{ranks} rank{'s' if ranks > 1 else ' '}: median step "
-              f"{min(medians) * 1e3:.1f} - {max(medians) * 1e3:.1f} ms, throughput "
-              f"{min(throughput[ranks]):,.0f} - {max(throughput[ranks]):,.0f} images/s, "
+        throughput[name] = [args.batch_size / m for m in medians]
+        print(f"{name:15s} median step {min(medians) * 1e3:.1f} - {max(medians) * 1e3:.1f} ms, "
+              f"throughput {min(throughput[name]):,.0f} - {max(throughput[name]):,.0f} images/s, "
               f"collectives {100 * min(shares):.0f} - {100 * max(shares):.0f}% of the step, "
               f"{runs[0]['elements']:,} elements sent per step")
-    ratios = [b / a for a, b in zip(throughput[1], throughput[2])]
-    print("speed-up of 2 ranks over 1 (per round): "
-          + ", ".join(f"{r:.2f}" for r in ratios) + f"; load average {os.getloadavg()[0]:.2f} "
-          "at the end")
+    for name in ("2 ranks", "2 ranks, yield"):
+        ratios = [b / a for a, b in zip(throughput["1 rank"], throughput[name])]
+        print(f"speed-up of {name} over 1 rank (per round): "
+              + ", ".join(f"{r:.2f}" for r in ratios))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -245,3 +245,16 @@ def test_the_example_trains_on_two_ranks_and_only_rank_0_prints_and_saves(tmp_pa
     assert sum(line.startswith("epoch 1:") for line in lines) == 1, lines   # rank 0 alone
     assert "(identical)" in done.stdout
     assert sorted(p.name for p in out.iterdir()) == ["curves.png", "lenet_bn.safetensors"]
+
+
+def test_backward_end_hook_sees_the_accumulated_leaves():
+    """The engine hook DDP uses: after backward() (not grad()), with the leaves it filled."""
+    seen = []
+    handle = mg.autograd.register_backward_end_hook(
+        lambda leaves: seen.append([(leaf.grad.tolist(), leaf is w) for leaf in leaves]))
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    mg.grad((w * w).sum(), [w])
+    handle.remove()
+    (w * 3.0).sum().backward()
+    assert seen == [[([2.0, 4.0], True)]]
