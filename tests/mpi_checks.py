@@ -2,7 +2,9 @@
 `mpiexec -n N python tests/mpi_checks.py SCRATCH_DIR` (one launch holds every check).
 
 Each check runs on every rank and does its collectives before its assertions, so a failing
-assertion cannot leave a peer waiting. Rank 0 prints one line per check,
+assertion cannot leave a peer waiting. The results travel on a communicator of their own, and
+the checks stop at the first failure (a rank that failed mid-way may have left the others'
+collectives out of step; the rest are reported as not run). Rank 0 prints one line per check,
 `RESULT {"name": ..., "errors": {rank: error}}` (JSON), gathering the errors of all ranks.
 """
 import json
@@ -112,11 +114,11 @@ def local_slice(sizes):
 SIZES = {2: [3, 5], 3: [1, 4, 2]}   # unequal local batches; a local batch of one included
 
 
-def sync_vs_one_bn(shape_tail, **settings):
+def sync_vs_one_bn(shape_tail, sizes=None, **settings):
     """SyncBatchNorm over this rank's slice vs BatchNorm over the whole batch (every rank
     computes the whole batch itself): two training steps, then eval."""
     r, w = rank_and_size()
-    sizes, channels = SIZES[w], shape_tail[0]
+    sizes, channels = sizes or SIZES[w], shape_tail[0]
     part = local_slice(sizes)
     rng = np.random.default_rng(7)
     layer = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d}[len(shape_tail) + 1]
@@ -142,10 +144,13 @@ def sync_vs_one_bn(shape_tail, **settings):
     sync.eval()
     before = dict(dist.stats.calls)
     x = rng.normal(size=(sum(sizes),) + shape_tail)
-    # eval: the running statistics; without them each rank's own batch (as in PyTorch)
-    eval_one = (one(mg.tensor(x)).numpy()[part] if one.track_running_stats
-                else one(mg.tensor(x[part])).numpy())
-    eval_sync = sync(mg.tensor(x[part])).numpy()
+    # eval: the running statistics; without them each rank's own batch (as in PyTorch). It
+    # communicates nothing, so a rank without data can skip it (BatchNorm rejects empty input).
+    eval_one = eval_sync = None
+    if sizes[r]:
+        eval_one = (one(mg.tensor(x)).numpy()[part] if one.track_running_stats
+                    else one(mg.tensor(x[part])).numpy())
+        eval_sync = sync(mg.tensor(x[part])).numpy()
     quiet = dist.stats.calls == before
     buffers = [b.numpy() for b in sync.buffers()]
     identical = same_on_every_rank(buffers)
@@ -156,7 +161,8 @@ def sync_vs_one_bn(shape_tail, **settings):
             close(a, b, "summed dgamma/dbeta")
     for b1, bs in zip(one.buffers(), sync.buffers()):
         close(bs.numpy(), b1.numpy(), "running statistics")
-    close(eval_sync, eval_one, "eval")
+    if sizes[r]:
+        close(eval_sync, eval_one, "eval")
     assert quiet, "eval communicated"
     assert identical, "running statistics differ between ranks"
 
@@ -174,6 +180,11 @@ def sync_batchnorm_1d_cumulative_average_scale_only():
 @check
 def sync_batchnorm_without_running_stats():
     sync_vs_one_bn((2, 6), track_running_stats=False, affine=False)
+
+
+@check
+def sync_batchnorm_with_an_empty_local_batch():
+    sync_vs_one_bn((2, 3), sizes={2: [4, 0], 3: [3, 0, 2]}[dist.get_world_size()])
 
 
 @check
@@ -200,10 +211,10 @@ def sync_batchnorm_sends_2c_plus_1_forward_and_2c_backward():
     channels = 6
     layer = nn.SyncBatchNorm(channels)
     x = mg.randn(4, channels, 3, 3, requires_grad=True)
-    dist.stats.__init__()
+    dist.stats.reset()
     y = layer(x)
     forward = (dict(dist.stats.calls), dict(dist.stats.elements))
-    dist.stats.__init__()
+    dist.stats.reset()
     y.sum().backward()
     backward = (dict(dist.stats.calls), dict(dist.stats.elements))
     assert forward == ({"all_gather": 1}, {"all_gather": 2 * channels + 1}), forward
@@ -271,7 +282,7 @@ def ddp_sends_one_message_per_bucket():
     counts = []
     for cap in (25, 1e-6):              # everything in one bucket; one bucket per tensor
         ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
-        dist.stats.__init__()
+        dist.stats.reset()
         F.cross_entropy(ddp(mg.randn(2, 2, 4, 4)), mg.tensor([0, 1])).backward()
         counts.append((dist.stats.calls.get("all_reduce"), dist.stats.elements.get("all_reduce")))
         model.zero_grad()
@@ -332,18 +343,22 @@ def distributed_sampler_takes_rank_and_size_from_the_group():
 
 def main():
     dist.init_process_group()
-    comm = group.communicator()
+    results = group.communicator().Dup()   # never confused with the checks' own collectives
+    failed = None
     for function in CHECKS:
-        try:
-            function()
-            error = None
-        except Exception as exception:   # reported, then the next check runs
-            error = f"{type(exception).__name__}: {exception}\n{traceback.format_exc(limit=3)}"
-        errors = comm.allgather(error)
-        if comm.Get_rank() == 0:
-            failed = {r: e[:3000] for r, e in enumerate(errors) if e is not None}
-            print("RESULT " + json.dumps({"name": function.__name__, "errors": failed}),
-                  flush=True)
+        name = function.__name__
+        if failed is not None:
+            errors = {"all": f"not run: the earlier check {failed} failed"}
+        else:
+            try:
+                function()
+                error = None
+            except Exception as exception:   # reported on rank 0 with the other ranks' errors
+                error = f"{type(exception).__name__}: {exception}\n{traceback.format_exc(limit=3)}"
+            errors = {r: e[:3000] for r, e in enumerate(results.allgather(error)) if e is not None}
+            failed = name if errors else None
+        if results.Get_rank() == 0:
+            print("RESULT " + json.dumps({"name": name, "errors": errors}), flush=True)
 
 if __name__ == "__main__":
     main()

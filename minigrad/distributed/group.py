@@ -26,6 +26,9 @@ class CommStats:
     """What this process has sent through collectives: calls, elements and seconds per kind."""
 
     def __init__(self):
+        self.reset()
+
+    def reset(self):
         self.calls, self.elements, self.seconds = {}, {}, {}
 
     def add(self, kind, elements, seconds):
