@@ -238,7 +238,7 @@ def test_the_example_trains_on_two_ranks_and_only_rank_0_prints_and_saves(tmp_pa
         pytest.skip(f"MNIST is not available offline: {error}")
     out = tmp_path / "run"
     done = mpiexec(2, "../examples/mnist_lenet_bn.py", "--distributed", "--epochs", "1",
-                   "--limit", "256", "--plain", "--out", str(out))
+                   "--limit", "128", "--plain", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("distributed: 2 ranks, 32 images per rank per step"), lines
