@@ -223,7 +223,8 @@ def sync_batchnorm_sends_2c_plus_1_forward_and_2c_backward():
 
 @check
 def convert_sync_batchnorm_keeps_the_state():
-    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, momentum=None),
+    model_memory = "output"
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, momentum=None, memory="output"),
                           nn.Sequential(nn.Flatten(), nn.BatchNorm1d(8, center=False)))
     model.train()
     model(mg.randn(3, 1, 4, 4))
@@ -234,6 +235,7 @@ def convert_sync_batchnorm_keeps_the_state():
     after = converted.state_dict()
     assert kinds.count("SyncBatchNorm") == 2 and "BatchNorm2d" not in kinds, kinds
     assert converted[1].weight is weight and converted[1].momentum is None
+    assert converted[1].memory == model_memory
     assert converted[2][1].bias is None
     assert list(after) == list(before)
     for k in before:

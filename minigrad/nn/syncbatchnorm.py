@@ -45,7 +45,7 @@ class SyncBatchNorm(_BatchNorm):
         if type(module) in (BatchNorm1d, BatchNorm2d, BatchNorm3d):
             sync = cls(module.num_features, module.eps, module.momentum, module.affine,
                        module.track_running_stats, scale=module.scale, center=module.center,
-                       fused=module.fused)
+                       fused=module.fused, memory=module.memory)
             for registry in ("_parameters", "_buffers"):
                 for name, tensor in getattr(module, registry).items():
                     getattr(sync, registry)[name] = tensor
