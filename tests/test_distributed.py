@@ -250,7 +250,7 @@ def test_the_example_trains_on_two_ranks_and_only_rank_0_prints_and_saves(tmp_pa
 def test_backward_end_hook_sees_the_accumulated_leaves():
     """The engine hook DDP uses: after backward() (not grad()), with the leaves it filled."""
     seen = []
-    handle = mg.autograd.register_backward_end_hook(
+    handle = mg.hooks.register_backward_end_hook(
         lambda leaves: seen.append([(leaf.grad.tolist(), leaf is w) for leaf in leaves]))
     w = mg.tensor([1.0, 2.0], requires_grad=True)
     (w * w).sum().backward()

@@ -3,13 +3,14 @@ batch, gradients averaged across ranks after every backward, so every rank takes
 
 At construction the parameters and buffers of rank 0 are broadcast to every rank (after checking
 that all ranks hold the same names and shapes). The averaging runs by itself at the end of each
-`backward()` (a hook the engine calls: `minigrad.hooks.register_backward_end_hook`): the gradients are
-laid end to end in buckets of up to `bucket_cap_mb` megabytes per dtype, and each bucket is one
-all_reduce, so LeNet sends one message per step, not one per parameter. A parameter that got no
-gradient on a rank contributes zeros, so no rank waits for a message that never comes; after the
-reduction every parameter has a `.grad`. `no_sync()` skips the averaging (gradient accumulation:
-the next backward outside it averages everything accumulated). With `broadcast_buffers` (the
-default, as in PyTorch) each training forward first copies rank 0's buffers to every rank.
+`backward()` (the engine calls `minigrad.hooks.register_backward_end_hook`'s hooks there): the
+gradients are laid end to end in buckets of up to `bucket_cap_mb` megabytes per dtype, and each
+bucket is one all_reduce, so LeNet sends one message per step, not one per parameter. A
+parameter that got no gradient on a rank contributes zeros, so no rank waits for a message that
+never comes; after the reduction every parameter has a `.grad`. `no_sync()` skips the averaging
+(gradient accumulation: the next backward outside it averages everything accumulated). With
+`broadcast_buffers` (the default, as in PyTorch) each training forward first copies rank 0's
+buffers to every rank.
 """
 import contextlib
 import weakref
