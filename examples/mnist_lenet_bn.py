@@ -3,6 +3,7 @@
     MINIGRAD_DATA=../shared/data python examples/mnist_lenet_bn.py            # 3 epochs, CPU
     python examples/mnist_lenet_bn.py --bn none          # the same net without batch norm
     python examples/mnist_lenet_bn.py --device cuda      # on the GPU (needs CuPy)
+    mpiexec -n 2 python examples/mnist_lenet_bn.py --distributed   # 2 processes (see below)
 
 The network (BN after each convolution and each hidden linear layer):
 
@@ -13,6 +14,13 @@ The network (BN after each convolution and each hidden linear layer):
 A layer followed by BN has no bias: BN subtracts the channel mean, so a bias would cancel out
 (beta takes its role). SGD with Nesterov momentum; the learning rate warms up linearly over the
 first few hundred steps, then follows a cosine down to zero at the last step.
+
+--distributed (under mpiexec; needs `pip install 'minigrad[distributed]'`, and as root
+`mpiexec --allow-run-as-root --oversubscribe -n 2 ...`): the BN layers become SyncBatchNorm and
+the model is wrapped in DistributedDataParallel; each of the N ranks takes batch-size / N images
+of every global batch (DistributedSampler), so the steps are those of one process on the same
+global batch. Every rank scores the whole test set (the same numbers); only rank 0 prints and
+saves.
 
 After every epoch the test set is scored twice: with the BN layers in eval mode (running
 statistics, what a deployed model does) and in train mode (each test batch normalized with its
@@ -27,6 +35,7 @@ benchmarks/README.md has the measurements behind both.
 import argparse
 import contextlib
 import math
+import os
 import pathlib
 import sys
 import time
@@ -220,6 +229,32 @@ def plot_curves(history, path, title):
     return True
 
 
+def join_ranks(args):
+    """--distributed: join the ranks of mpiexec (only rank 0 prints from here on); the rank."""
+    import minigrad.distributed as dist
+
+    dist.init_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.batch_size % world:
+        raise ValueError(f"--distributed: batch size {args.batch_size} does not split evenly "
+                         f"over {world} ranks")
+    if rank != 0:
+        sys.stdout = open(os.devnull, "w")
+    print(f"distributed: {world} ranks, {args.batch_size // world} images per rank per step "
+          "(the progress line counts rank 0's images)")
+    return rank
+
+
+def data_parallel(model, train_set, args):
+    """--distributed: (the model with SyncBatchNorm, wrapped in DDP; this rank's training
+    loader; its sampler). Each rank gets batch_size / world_size images of every global batch."""
+    sampler = mg.data.DistributedSampler(train_set, seed=args.seed, drop_last=True)
+    loader = mg.data.DataLoader(train_set, args.batch_size // sampler.num_replicas,
+                                drop_last=True, device=args.device, sampler=sampler)
+    model = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(model))
+    return model, loader, sampler
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
@@ -242,6 +277,8 @@ def parse_args(argv=None):
         help="use only the first N images of each split (quick runs, tests)")
     add("--plain", action="store_true", help="one line per epoch instead of a progress bar")
     add("--no-malloc-tuning", action="store_true", help="leave glibc's malloc thresholds alone")
+    add("--distributed", action="store_true",
+        help="data-parallel over the ranks of mpiexec: SyncBatchNorm + DDP (see above)")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "limit"):
         value = getattr(args, name)
@@ -257,6 +294,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     mg.get_backend(args.device)   # a missing GPU fails here, before the data is read
+    rank = join_ranks(args) if args.distributed else 0
     settings = mg.tune_cpu(malloc=not args.no_malloc_tuning)
     mg.manual_seed(args.seed)
     root = mg.data.mnist.resolve_root(args.data or mg.data.mnist.data_folder())
@@ -271,6 +309,10 @@ def main(argv=None):
     batch_loader = mg.data.DataLoader(test_set, args.batch_size, device=args.device)
 
     model = lenet5(args.bn).to(args.device)
+    sampler = None
+    if args.distributed:
+        model, train_loader, sampler = data_parallel(model, train_set, args)
+    net = model.module if args.distributed else model   # what is scored and saved
     optimizer = sgd(model, args.lr, args.momentum, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.epochs * len(train_loader))
 
@@ -281,16 +323,18 @@ def main(argv=None):
     history = {key: [] for key in ("loss", "step_losses", "train_acc", "test_eval", "test_train",
                                    "seconds")}
     for epoch in range(1, args.epochs + 1):
-        progress = Progress(epoch, args.epochs, len(train_loader), args.plain)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        progress = Progress(epoch, args.epochs, len(train_loader), args.plain or rank != 0)
         history["loss"].append(train_epoch(model, train_loader, optimizer, scheduler, progress))
         history["step_losses"] += progress.step_losses
         history["train_acc"].append(100.0 * progress.correct / max(progress.examples, 1))
         history["seconds"].append(progress.close())
-        history["test_eval"].append(accuracy(model, eval_loader, "eval"))
+        history["test_eval"].append(accuracy(net, eval_loader, "eval"))
         line = (f"epoch {epoch}: {history['seconds'][-1]:.1f} s, test accuracy "
                 f"{history['test_eval'][-1]:.2f}% (eval mode)")
         if args.bn != "none":
-            history["test_train"].append(accuracy(model, batch_loader, "train"))
+            history["test_train"].append(accuracy(net, batch_loader, "train"))
             line += f", {history['test_train'][-1]:.2f}% (train-mode BN)"
         print(line, flush=True)
     if args.bn != "none":
@@ -304,7 +348,10 @@ def main(argv=None):
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "lenet_bn.safetensors"
-    mg.save(model.state_dict(), checkpoint)
+    if rank == 0:
+        mg.save(net.state_dict(), checkpoint)
+    if args.distributed:   # rank 0 saves; every rank loads once the file is complete
+        mg.distributed.barrier()
     fresh = lenet5(args.bn).to(args.device)
     fresh.load_state_dict(mg.load(checkpoint))
     reloaded = accuracy(fresh, eval_loader, "eval")
@@ -312,6 +359,8 @@ def main(argv=None):
     print(f"checkpoint {checkpoint}: reloaded into a fresh model, test accuracy "
           f"{reloaded:.2f}% ({same})")
     png = out / "curves.png"
+    if rank != 0:
+        return history
     if plot_curves(history, png, f"minigrad LeNet-5, bn={args.bn}, batch {args.batch_size}"):
         print(f"curves: {png}")
     else:

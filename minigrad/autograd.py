@@ -12,7 +12,7 @@ import functools
 import itertools
 import threading
 
-from . import version
+from . import hooks, version
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
 from .tensor import Tensor
 
@@ -310,9 +310,10 @@ def backward(tensor, grad=None, retain_graph=None, create_graph=False):
     retain = create_graph if retain_graph is None else retain_graph
     nodes, leaves = _graph_behind([tensor])   # each of these nodes leads to one of the leaves
     grads = run_backward(nodes, [tensor], [grad], (), retain, create_graph)
-    for leaf in leaves:
-        if id(leaf) in grads:
-            _accumulate_grad(leaf, grads[id(leaf)], create_graph)
+    filled = [leaf for leaf in leaves if id(leaf) in grads]
+    for leaf in filled:
+        _accumulate_grad(leaf, grads[id(leaf)], create_graph)
+    hooks.run_backward_end_hooks(filled)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -50,6 +50,20 @@ def accumulation_dtype(xp, dtype):
     return dtype if dtype.itemsize >= 4 else xp.dtype(xp.float32)
 
 
+def merge_moments(counts, means, squares, count):
+    """The exact merge of statistics of parts (Chan, Golub and LeVeque): from each part's value
+    count n_b ((B, 1) array), mean and centred sum of squares M2_b ((B, C) arrays), the mean and
+    biased variance of all `count` = sum_b n_b values together:
+
+        mean = sum_b n_b mean_b / count,  var = sum_b [M2_b + n_b (mean_b - mean)^2] / count
+
+    (blocks of one array here; ranks of a process group in `distributed.sync_normalize`)."""
+    mean = (counts * means).sum(axis=0) / count
+    spread = means - mean
+    var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / count
+    return mean, var
+
+
 def _scale(gamma, rstd):
     """The per-channel factor a = gamma * rstd (rstd alone without gamma)."""
     return rstd if gamma is None else rstd * gamma.astype(rstd.dtype, copy=False)
@@ -258,11 +272,7 @@ class ArrayBatchNorm:
             block = x3[index]
             means[i], squares[i], counts[i] = self._block_moments(
                 block, scratch[:block.shape[0], :, :block.shape[2]], acc)
-        count = x3.shape[0] * x3.shape[2]
-        mean = (counts * means).sum(axis=0) / acc.type(count)
-        spread = means - mean
-        var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / acc.type(count)
-        return mean, var
+        return merge_moments(counts, means, squares, acc.type(x3.shape[0] * x3.shape[2]))
 
     def _block_moments(self, block, centred, acc):
         """(mean, M2, n) of one (p, C, q) block, centring it into the buffer `centred` (see

@@ -5,7 +5,8 @@ from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from .download import ChecksumError, DownloadError
 from .idx import IDXError, read_idx
 from .mnist import MNIST, DatasetNotFoundError
+from .sampler import DistributedSampler
 
 __all__ = ["ChecksumError", "ConcatDataset", "DataLoader", "Dataset", "DatasetNotFoundError",
-           "DownloadError", "IDXError", "MNIST", "Subset", "TensorDataset", "default_collate",
-           "random_split", "read_idx"]
+           "DistributedSampler", "DownloadError", "IDXError", "MNIST", "Subset", "TensorDataset",
+           "default_collate", "random_split", "read_idx"]

@@ -29,6 +29,7 @@ class DataLoader:
     NumPy Generator, as PyTorch's `generator=`) is used as it is; without either it draws from
     minigrad's global generator (`mg.manual_seed`, `mg.set_rng_state`).
     device: where the batches are put ("cpu" or "cuda"; None is the CPU).
+    sampler: an iterable of indices (e.g. `DistributedSampler`) that gives the order instead.
 
     Resuming: `state_dict()` records the loader's own generator, the generator state the
     current epoch's order was drawn from, and how many batches of it were handed out;
@@ -37,7 +38,7 @@ class DataLoader:
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 device=None, collate_fn=None, generator=None):
+                 device=None, collate_fn=None, generator=None, sampler=None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
                 or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, "
@@ -45,7 +46,11 @@ class DataLoader:
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable, not "
                             f"{type(collate_fn).__name__}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler and shuffle=True exclude each other (the "
+                             "sampler gives the order; DistributedSampler shuffles itself)")
         self.dataset = dataset
+        self.sampler = sampler
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -63,14 +68,16 @@ class DataLoader:
 
     def __len__(self):
         """Number of batches per epoch."""
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self):
         # The order is drawn here, when the epoch starts, not at the first batch.
         n = len(self.dataset)
         skip = self._batches_done if self._resume else 0
-        if not self.shuffle:
+        if self.sampler is not None:
+            order = np.fromiter(self.sampler, dtype=np.int64)
+        elif not self.shuffle:
             order = np.arange(n)
         elif self._resume:
             order = _generator_at(self._epoch_start).permutation(n)

@@ -1,5 +1,5 @@
 """Neural-network building blocks: `Module`, `Parameter`, layers, `init` and `functional` (F)."""
-from . import caffe, functional, init, utils
+from . import caffe, functional, init, parallel, utils
 from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU, ReLU6, SiLU,
                          Sigmoid, Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
@@ -16,4 +16,5 @@ from .module import IncompatibleKeys, Module, Parameter, RemovableHandle, StateD
 from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm,
                             RegionBatchNorm2d, RMSNorm)
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
+from .syncbatchnorm import SyncBatchNorm
 from .upsampling import Upsample

@@ -1,0 +1,42 @@
+"""Collectives on tensors, in place and unrecorded, with PyTorch's names and arguments (for
+gradients through a collective, see `minigrad.distributed.nn`)."""
+from ..tensor import Tensor
+from . import group
+
+
+def _checked(tensor, what):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"distributed.{what}: expected a Tensor, got {type(tensor).__name__}")
+    group.check_agree(f"distributed.{what}", (f"shape {tensor.shape}", str(tensor.dtype)),
+                      key=tensor)
+    return tensor
+
+
+def all_reduce(tensor, op="sum"):
+    """In place: `tensor` becomes its sum, mean, max or min over all ranks (elementwise)."""
+    group.allreduce_array(_checked(tensor, "all_reduce").data, op)
+    return tensor
+
+
+def broadcast(tensor, src=0):
+    """In place: `tensor` becomes rank `src`'s on every rank."""
+    group.broadcast_array(_checked(tensor, "broadcast").data, src)
+    return tensor
+
+
+def all_gather(tensor_list, tensor):
+    """Fill `tensor_list` (world_size tensors, or an empty list to append to) with every rank's
+    `tensor`, in rank order."""
+    gathered = group.allgather_array(_checked(tensor, "all_gather").data)
+    if not tensor_list:
+        tensor_list.extend(Tensor(a) for a in gathered)   # each a view of one fresh array
+        return tensor_list
+    if len(tensor_list) != len(gathered):
+        raise ValueError(f"distributed.all_gather: tensor_list has {len(tensor_list)} tensors "
+                         f"for a world of {len(gathered)}")
+    for out, array in zip(tensor_list, gathered):
+        if out.shape != tensor.shape:
+            raise ValueError(f"distributed.all_gather: tensor_list holds a tensor of shape "
+                             f"{out.shape} for gathered tensors of shape {tensor.shape}")
+        out.data[...] = array
+    return tensor_list

@@ -1,0 +1,57 @@
+"""SyncBatchNorm: batch norm whose training statistics are those of the global batch, the
+concatenation of every rank's local batch.
+
+    y = sync_normalize(x, axes=(0, 2, ...))[0] * weight + bias
+
+`distributed.sync_normalize` is `normalize` with its statistics merged across ranks (one
+all_gather of 2C + 1 numbers forward, one all_reduce of 2C backward); the scale and shift are the
+ordinary multiply and add. Running statistics move with the global batch's statistics and the
+unbiased variance from the global count, so they are the same on every rank. Evaluation uses the
+running statistics and communicates nothing. Without an initialized process group, or in a world
+of one, it is BatchNorm (as in PyTorch). Everything else -- parameters, buffers, state_dict keys,
+momentum rules, validation -- is the BatchNorm layers'.
+"""
+from .. import distributed
+from ..distributed.sync_normalize import sync_normalize
+from . import functional as F
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNorm
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm over (N, C, *) input with the statistics of the batch of all ranks together;
+    see the module docstring. Arguments as for BatchNorm2d."""
+
+    _dims = (2, 3, 4, 5)
+
+    def forward(self, input):
+        if not (self.training and distributed.is_initialized()
+                and distributed.get_world_size() > 1):
+            return super().forward(input)
+        self._check_input(input)
+        weight, bias, running_mean, running_var = self._per_channel()
+        axes = (0,) + tuple(range(2, input.ndim))
+        y, mean, var, count = sync_normalize(input, axes, self.eps, check=self)
+        if self.track_running_stats:
+            self.num_batches_tracked.data += 1
+            F._update_running(running_mean, running_var, mean.reshape(-1), var.reshape(-1),
+                              count, self._factor(count))
+        return F._affine_channels(y, weight, bias)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module):
+        """`module` with every BatchNorm1d/2d/3d in it replaced by a SyncBatchNorm that holds the
+        same parameters, buffers and settings (the objects themselves, so an optimizer built
+        before still holds them). Returns the new module if `module` itself was one."""
+        if type(module) in (BatchNorm1d, BatchNorm2d, BatchNorm3d):
+            sync = cls(module.num_features, module.eps, module.momentum, module.affine,
+                       module.track_running_stats, scale=module.scale, center=module.center,
+                       fused=module.fused, memory=module.memory)
+            for registry in ("_parameters", "_buffers"):
+                for name, tensor in getattr(module, registry).items():
+                    getattr(sync, registry)[name] = tensor
+            sync.train(module.training)
+            return sync
+        for name, child in list(module._modules.items()):
+            if child is not None:
+                module._modules[name] = cls.convert_sync_batchnorm(child)
+        return module

@@ -1,0 +1,366 @@
+"""Checks that need several processes: run by tests/test_distributed.py as
+`mpiexec -n N python tests/mpi_checks.py SCRATCH_DIR` (one launch holds every check).
+
+Each check runs on every rank and does its collectives before its assertions, so a failing
+assertion cannot leave a peer waiting. The results travel on a communicator of their own, and
+the checks stop at the first failure (a rank that failed mid-way may have left the others'
+collectives out of step; the rest are reported as not run). Rank 0 prints one line per check,
+`RESULT {"name": ..., "errors": {rank: error}}` (JSON), gathering the errors of all ranks.
+"""
+import json
+import pathlib
+import sys
+import traceback
+
+import numpy as np
+
+import minigrad as mg
+import minigrad.distributed as dist
+import minigrad.nn.functional as F
+from minigrad import nn
+from minigrad.distributed import group
+
+CHECKS = []
+
+
+def check(function):
+    CHECKS.append(function)
+    return function
+
+
+def close(actual, expected, what, rtol=1e-12, atol=1e-12):
+    np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), rtol=rtol, atol=atol,
+                               err_msg=what)
+
+
+def same_on_every_rank(arrays):
+    """True when the bytes of `arrays` are equal on every rank (one allgather)."""
+    mine = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+    return len(set(group.communicator().allgather(mine))) == 1
+
+
+def rank_and_size():
+    return dist.get_rank(), dist.get_world_size()
+
+
+# ---------------------------------------------------------------------------------- collectives
+@check
+def collectives_in_place():
+    r, w = rank_and_size()
+    results = {}
+    for op in ("sum", "mean", "max", "min"):
+        results[op] = dist.all_reduce(mg.tensor([r + 1.0, -r], dtype="float64"), op).numpy()
+    cast = dist.broadcast(mg.tensor([float(r)] * 3), src=w - 1).numpy()
+    gathered = dist.all_gather([], mg.tensor([r, 2 * r]))
+    into = [mg.zeros(2, dtype="int64") for _ in range(w)]
+    dist.all_gather(into, mg.tensor([r, 2 * r]))
+    total = w * (w + 1) / 2
+    close(results["sum"], [total, -(total - w)], "sum")
+    close(results["mean"], [total / w, -(total - w) / w], "mean")
+    close(results["max"], [w, 0], "max")
+    close(results["min"], [1, -(w - 1)], "min")
+    close(cast, [w - 1] * 3, "broadcast")
+    for out in (gathered, into):
+        close(np.stack([t.numpy() for t in out]), [[i, 2 * i] for i in range(w)], "all_gather")
+
+
+@check
+def differentiable_collectives():
+    """Each rank's backward gives the gradient of the sum of all ranks' losses."""
+    r, w = rank_and_size()
+    x = mg.tensor([r + 1.0], dtype="float64", requires_grad=True)
+    dist.nn.all_reduce(x * x).sum().backward()          # every rank: sum_r x_r^2
+    reduced = x.grad.numpy().copy()
+    x.grad = None
+    parts = dist.nn.all_gather(x)                        # loss: sum_q (q + 1) x_q
+    sum((q + 1.0) * p for q, p in enumerate(parts)).sum().backward()
+    gathered = x.grad.numpy().copy()
+    x.grad = None
+    dist.nn.broadcast(x, src=0).sum().backward()         # every rank: x_0
+    cast = x.grad.numpy().copy()
+    close(reduced, [2 * w * (r + 1)], "all_reduce backward")
+    close(gathered, [w * (r + 1)], "all_gather backward")
+    close(cast, [w if r == 0 else 0], "broadcast backward")
+
+
+@check
+def shapes_that_disagree_are_an_error_naming_ranks_and_shapes():
+    r, w = rank_and_size()
+    try:
+        dist.all_reduce(mg.zeros(2 + r))
+        message = None
+    except ValueError as error:
+        message = str(error)
+    try:
+        nn.parallel.DistributedDataParallel(nn.Linear(3, 2 + r))
+        model_message = None
+    except ValueError as error:
+        model_message = str(error)
+    assert message is not None, "no error"
+    for q in range(w):
+        assert f"rank {q}: shape ({2 + q},)" in message, message
+    assert "all_reduce" in message, message
+    assert model_message and "'weight'" in model_message and "rank 1" in model_message, \
+        model_message
+
+
+# ---------------------------------------------------------------------------------- SyncBatchNorm
+def local_slice(sizes):
+    r = dist.get_rank()
+    start = sum(sizes[:r])
+    return slice(start, start + sizes[r])
+
+
+SIZES = {2: [3, 5], 3: [1, 4, 2]}   # unequal local batches; a local batch of one included
+
+
+def sync_vs_one_bn(shape_tail, sizes=None, **settings):
+    """SyncBatchNorm over this rank's slice vs BatchNorm over the whole batch (every rank
+    computes the whole batch itself): two training steps, then eval."""
+    r, w = rank_and_size()
+    sizes, channels = sizes or SIZES[w], shape_tail[0]
+    part = local_slice(sizes)
+    rng = np.random.default_rng(7)
+    layer = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d}[len(shape_tail) + 1]
+    one = layer(channels, dtype="float64", **settings)
+    sync = nn.SyncBatchNorm(channels, dtype="float64", **settings)
+    for p, q in zip(one.parameters(), sync.parameters()):
+        q.data[...] = p.data[...] = rng.normal(size=p.shape)
+    found = []
+    for _ in range(2):
+        x = rng.normal(5.0, 0.1, (sum(sizes),) + shape_tail)   # large mean, small spread
+        g = rng.normal(size=x.shape)
+        whole, mine = mg.tensor(x, requires_grad=True), mg.tensor(x[part], requires_grad=True)
+        y_one, y_sync = one(whole), sync(mine)
+        (y_one * mg.tensor(g)).sum().backward()
+        (y_sync * mg.tensor(g[part])).sum().backward()
+        summed = [dist.all_reduce(mg.tensor(p.grad.numpy().copy())).numpy()
+                  for p in sync.parameters()]
+        found.append((y_one.numpy()[part], y_sync.numpy(), whole.grad.numpy()[part],
+                      mine.grad.numpy(), [p.grad.numpy() for p in one.parameters()], summed))
+        for p in list(one.parameters()) + list(sync.parameters()):
+            p.grad = None
+    one.eval()
+    sync.eval()
+    before = dict(dist.stats.calls)
+    x = rng.normal(size=(sum(sizes),) + shape_tail)
+    # eval: the running statistics; without them each rank's own batch (as in PyTorch). It
+    # communicates nothing, so a rank without data can skip it (BatchNorm rejects empty input).
+    eval_one = eval_sync = None
+    if sizes[r]:
+        eval_one = (one(mg.tensor(x)).numpy()[part] if one.track_running_stats
+                    else one(mg.tensor(x[part])).numpy())
+        eval_sync = sync(mg.tensor(x[part])).numpy()
+    quiet = dist.stats.calls == before
+    buffers = [b.numpy() for b in sync.buffers()]
+    identical = same_on_every_rank(buffers)
+    for y1, ys, dx1, dxs, dp1, dps in found:
+        close(ys, y1, "forward")
+        close(dxs, dx1, "dx")
+        for a, b in zip(dps, dp1):
+            close(a, b, "summed dgamma/dbeta")
+    for b1, bs in zip(one.buffers(), sync.buffers()):
+        close(bs.numpy(), b1.numpy(), "running statistics")
+    if sizes[r]:
+        close(eval_sync, eval_one, "eval")
+    assert quiet, "eval communicated"
+    assert identical, "running statistics differ between ranks"
+
+
+@check
+def sync_batchnorm_2d_equals_batchnorm_over_the_concatenated_batch():
+    sync_vs_one_bn((3, 4, 5))
+
+
+@check
+def sync_batchnorm_1d_cumulative_average_scale_only():
+    sync_vs_one_bn((4,), momentum=None, center=False)
+
+
+@check
+def sync_batchnorm_without_running_stats():
+    sync_vs_one_bn((2, 6), track_running_stats=False, affine=False)
+
+
+@check
+def sync_batchnorm_with_an_empty_local_batch():
+    sync_vs_one_bn((2, 3), sizes={2: [4, 0], 3: [3, 0, 2]}[dist.get_world_size()])
+
+
+@check
+def sync_batchnorm_second_derivative_matches():
+    """create_graph through SyncBatchNorm: d/dx of sum(dL/dx * v) equals BatchNorm's."""
+    r, w = rank_and_size()
+    sizes = SIZES[w]
+    part = local_slice(sizes)
+    rng = np.random.default_rng(3)
+    x, g, v = (rng.normal(size=(sum(sizes), 2, 3)) for _ in range(3))
+    results = []
+    for layer, data, grad, vec in ((nn.BatchNorm1d(2, dtype="float64"), x, g, v),
+                                   (nn.SyncBatchNorm(2, dtype="float64"), x[part], g[part],
+                                    v[part])):
+        t = mg.tensor(data, requires_grad=True)
+        (dx,) = mg.grad((layer(t) * mg.tensor(grad)).sum(), [t], create_graph=True)
+        (ddx,) = mg.grad((dx * mg.tensor(vec)).sum(), [t])
+        results.append(ddx.numpy())
+    close(results[1], results[0][part], "second derivative", rtol=1e-10, atol=1e-10)
+
+
+@check
+def sync_batchnorm_sends_2c_plus_1_forward_and_2c_backward():
+    channels = 6
+    layer = nn.SyncBatchNorm(channels)
+    x = mg.randn(4, channels, 3, 3, requires_grad=True)
+    dist.stats.reset()
+    y = layer(x)
+    forward = (dict(dist.stats.calls), dict(dist.stats.elements))
+    dist.stats.reset()
+    y.sum().backward()
+    backward = (dict(dist.stats.calls), dict(dist.stats.elements))
+    assert forward == ({"all_gather": 1}, {"all_gather": 2 * channels + 1}), forward
+    assert backward == ({"all_reduce": 1}, {"all_reduce": 2 * channels}), backward
+
+
+@check
+def convert_sync_batchnorm_keeps_the_state():
+    model_memory = "output"
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, momentum=None, memory="output"),
+                          nn.Sequential(nn.Flatten(), nn.BatchNorm1d(8, center=False)))
+    model.train()
+    model(mg.randn(3, 1, 4, 4))
+    before = {k: v.copy() for k, v in model.state_dict().items()}
+    weight = model[1].weight
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    kinds = [type(m).__name__ for m in converted.modules()]
+    after = converted.state_dict()
+    assert kinds.count("SyncBatchNorm") == 2 and "BatchNorm2d" not in kinds, kinds
+    assert converted[1].weight is weight and converted[1].momentum is None
+    assert converted[1].memory == model_memory
+    assert converted[2][1].bias is None
+    assert list(after) == list(before)
+    for k in before:
+        close(after[k], before[k], k)
+
+
+# ---------------------------------------------------------------------------------- DDP
+def small_net(norm, seed=0):
+    mg.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), norm(3), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(3 * 4 * 4, 5)).to(dtype="float64")
+
+
+@check
+def ddp_with_syncbn_takes_the_steps_of_one_process_on_the_global_batch():
+    r, w = rank_and_size()
+    local = 4
+    reference = small_net(nn.BatchNorm2d)
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(small_net(nn.BatchNorm2d, seed=r))
+    ddp = nn.parallel.DistributedDataParallel(model)   # rank 0's parameters everywhere
+    optimizers = [mg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+                  for m in (reference, ddp)]
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        x = rng.normal(size=(local * w, 2, 4, 4))
+        target = rng.integers(0, 5, local * w)
+        mine = slice(r * local, (r + 1) * local)
+        for net, data, labels, opt in ((reference, x, target, optimizers[0]),
+                                       (ddp, x[mine], target[mine], optimizers[1])):
+            opt.zero_grad()
+            F.cross_entropy(net(mg.tensor(data)), mg.tensor(labels)).backward()
+            opt.step()
+    state = [v for v in ddp.state_dict().values()]
+    identical = same_on_every_rank(state)
+    assert list(ddp.state_dict()) == list(reference.state_dict())
+    for (k, a), b in zip(reference.state_dict().items(), state):
+        close(b, a, k, rtol=1e-10, atol=1e-12)
+    assert identical, "parameters or buffers differ between ranks"
+    assert ddp.module is model
+
+
+@check
+def ddp_sends_one_message_per_bucket():
+    model = small_net(nn.BatchNorm2d)   # plain BN: no SyncBN traffic
+    parameters = list(model.parameters())
+    counts = []
+    for cap in (25, 1e-6):              # everything in one bucket; one bucket per tensor
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
+        dist.stats.reset()
+        F.cross_entropy(ddp(mg.randn(2, 2, 4, 4, dtype="float64")), mg.tensor([0, 1])).backward()
+        counts.append((dist.stats.calls.get("all_reduce"), dist.stats.elements.get("all_reduce")))
+        model.zero_grad()
+        del ddp
+    size = sum(p.numel() for p in parameters)
+    assert counts == [(1, size), (len(parameters), size)], counts
+
+
+@check
+def ddp_no_sync_accumulates_locally_then_averages():
+    r, w = rank_and_size()
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(3, 1, dtype="float64"))
+    xs = [mg.tensor(np.full((2, 3), r + 1.0 + k)) for k in range(2)]
+    with ddp.no_sync():
+        ddp(xs[0]).sum().backward()
+    local = ddp.module.weight.grad.numpy().copy()
+    ddp(xs[1]).sum().backward()
+    averaged = ddp.module.weight.grad.numpy().copy()
+    # d/dW sum(x W^T + b) = column sums of x: 2 (r + 1 + k) per input
+    close(local, [[2 * (r + 1)] * 3], "inside no_sync")
+    expected = np.mean([2 * (q + 1) + 2 * (q + 2) for q in range(w)])
+    close(averaged, [[expected] * 3], "after no_sync")
+
+
+@check
+def checkpoint_saved_by_rank_0_loads_on_every_rank():
+    r, w = rank_and_size()
+    path = pathlib.Path(sys.argv[1]) / "ddp.safetensors"
+    ddp = nn.parallel.DistributedDataParallel(small_net(nn.BatchNorm2d, seed=5))
+    if r == 0:
+        mg.save(ddp.state_dict(), path)
+    dist.barrier()                      # the file is complete before anyone reads it
+    fresh = nn.parallel.DistributedDataParallel(small_net(nn.BatchNorm2d, seed=9))
+    fresh.module[0].weight.data[...] = 0
+    fresh.load_state_dict(mg.load(path))
+    loaded = list(fresh.state_dict().values())
+    identical = same_on_every_rank(loaded)
+    for a, b in zip(loaded, ddp.state_dict().values()):
+        close(a, b, "loaded")
+    assert identical
+
+
+# ---------------------------------------------------------------------------------- sampler
+@check
+def distributed_sampler_takes_rank_and_size_from_the_group():
+    r, w = rank_and_size()
+    sampler = mg.data.DistributedSampler(list(range(11)), seed=3)
+    sampler.set_epoch(2)
+    mine = list(sampler)
+    everyone = group.communicator().allgather(mine)
+    loader = mg.data.DataLoader(mg.data.TensorDataset(np.arange(11.0)), batch_size=2,
+                                sampler=sampler)
+    batches = [b[0].numpy().tolist() for b in loader]
+    assert len(mine) == len(sampler) == -(-11 // w)
+    assert sorted(set(i for part in everyone for i in part)) == list(range(11))
+    assert sum(batches, []) == [float(i) for i in mine], (batches, mine)
+
+
+def main():
+    dist.init_process_group()
+    results = group.communicator().Dup()   # never confused with the checks' own collectives
+    failed = None
+    for function in CHECKS:
+        name = function.__name__
+        if failed is not None:
+            errors = {"all": f"not run: the earlier check {failed} failed"}
+        else:
+            try:
+                function()
+                error = None
+            except Exception as exception:   # reported on rank 0 with the other ranks' errors
+                error = f"{type(exception).__name__}: {exception}\n{traceback.format_exc(limit=3)}"
+            errors = {r: e[:3000] for r, e in enumerate(results.allgather(error)) if e is not None}
+            failed = name if errors else None
+        if results.Get_rank() == 0:
+            print("RESULT " + json.dumps({"name": name, "errors": errors}), flush=True)
+
+if __name__ == "__main__":
+    main()
