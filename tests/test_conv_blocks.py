@@ -8,7 +8,9 @@ import torch
 
 import minigrad as mg
 from minigrad.backends.array_conv import ArrayConv2d
-from minigrad.backends.numpy_conv import BLOCK_ELEMENTS, BlockedConv2d
+from minigrad.backends.numpy_conv import BLOCK_ELEMENTS, WINOGRAD_MIN_CHANNELS, BlockedConv2d
+from minigrad.backends.numpy_winograd import Winograd3x3
+from minigrad.ops.window import sliding_windows
 
 CASES = {   # x shape, weight shape, stride, padding
     "short contraction (1x5x5), padded": ((3, 1, 9, 8), (4, 1, 5, 5), 1, 2),
@@ -34,7 +36,11 @@ def test_the_cpu_backend_registers_the_blocked_kernel():
     assert isinstance(CPU.kernel("conv2d"), BlockedConv2d)
 
 
-def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch):
+@pytest.mark.parametrize("stride, expected", [
+    (1, ["forward", "forward", "weight_grad"]),   # stride 1: dx is a correlation of g
+    (2, ["forward", "input_grad", "weight_grad"]),
+])
+def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch, stride, expected):
     calls = []
     kernel = CPU.kernel("conv2d")
 
@@ -45,8 +51,8 @@ def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch):
 
     monkeypatch.setitem(CPU.kernels, "conv2d", Recorder())
     x, w = mg.randn(2, 3, 6, 6, requires_grad=True), mg.randn(4, 3, 3, 3, requires_grad=True)
-    mg.ops.conv2d(x, w).sum().backward()
-    assert calls == ["forward", "input_grad", "weight_grad"]
+    mg.ops.conv2d(x, w, stride=stride).sum().backward()
+    assert calls == expected
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -93,3 +99,88 @@ def test_float32_stays_float32_and_result_is_channels_first():
     assert out.data.transpose(1, 2, 3, 0).flags.c_contiguous
     out.sum().backward()
     assert w.grad.dtype == np.float32
+
+
+PATH_CASES = {   # x shape, weight shape, stride, padding: each of conv2d's formulations
+    "stride 1, 3x3, padding 1, even sizes (Winograd)": ((2, 3, 8, 6), (4, 3, 3, 3), 1, 1),
+    "stride 1, 3x3, 16 channels, 8 px (Winograd by default)": ((3, 16, 8, 8), (5, 16, 3, 3), 1, 1),
+    "stride 1, 3x3, padding 1, odd height (direct)": ((2, 3, 7, 6), (4, 3, 3, 3), 1, 1),
+    "stride 1, 3x3, batch 1, one channel, 2x2 output": ((1, 1, 4, 4), (1, 1, 3, 3), 1, 0),
+    "stride 1, no padding": ((2, 3, 7, 6), (4, 3, 3, 3), 1, 0),
+    "stride 1, padding 2 = kernel - 1": ((2, 3, 5, 5), (2, 3, 3, 3), 1, 2),
+    "stride 1, padding 3 >= kernel (fold)": ((1, 2, 4, 4), (3, 2, 3, 3), 1, 3),
+    "stride 1, non-square kernel and padding": ((2, 2, 6, 9), (3, 2, 3, 2), 1, (2, 0)),
+    "stride 1, batch 1, one channel in and out": ((1, 1, 5, 7), (1, 1, 3, 3), 1, 1),
+    "stride 1, 1x1 kernel": ((3, 4, 5, 5), (2, 4, 1, 1), 1, 0),
+    "stride 2, padding 1 (fold)": ((2, 3, 8, 7), (4, 3, 3, 3), 2, 1),
+    "stride (1, 2) (fold)": ((2, 3, 6, 9), (2, 3, 3, 3), (1, 2), 1),
+}
+
+
+@pytest.fixture(params=[WINOGRAD_MIN_CHANNELS, 1, None],
+                ids=["default Winograd threshold", "Winograd forced", "direct only"])
+def winograd(request, monkeypatch):
+    monkeypatch.setattr(CPU.kernel("conv2d"), "winograd_min_channels", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 2e-5)])
+@pytest.mark.parametrize("case", PATH_CASES)
+def test_every_path_matches_torch(case, dtype, tolerance, winograd):
+    x_shape, w_shape, stride, padding = PATH_CASES[case]
+    rng = np.random.default_rng(2)
+    x, w = (rng.standard_normal(shape).astype(dtype) for shape in (x_shape, w_shape))
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    expected = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding)
+    g = rng.standard_normal(tuple(expected.shape)).astype(dtype)
+    expected.backward(torch.tensor(g))
+    mx, mw = (mg.tensor(a, requires_grad=True) for a in (x, w))
+    out = mg.ops.conv2d(mx, mw, stride=stride, padding=padding)
+    out.backward(mg.tensor(g))
+    assert out.dtype == mx.grad.dtype == mw.grad.dtype == dtype
+    pairs = ((out, expected), (mx.grad, tx.grad), (mw.grad, tw.grad))
+    for mine, theirs in pairs:
+        theirs = theirs.detach().numpy()
+        np.testing.assert_allclose(mine.numpy(), theirs, rtol=tolerance,
+                                   atol=tolerance * np.abs(theirs).max())
+
+
+def test_winograd_is_chosen_only_where_it_applies():
+    kernel = CPU.kernel("conv2d")
+    w = np.ones((4, 16, 3, 3), np.float32)
+
+    def applies(x_shape, stride=(1, 1), kernel_size=(3, 3)):
+        x = np.ones(x_shape, np.float32)
+        windows = sliding_windows(np, x, kernel_size, stride, (1, 1))
+        return kernel._winograd_input(w, windows) is not None
+
+    assert applies((2, 16, 8, 6))
+    assert not applies((2, 16, 7, 6))                   # odd output height
+    assert not applies((2, 16, 8, 8), stride=(2, 2))    # strided
+    assert not applies((2, 8, 8, 8))                    # too few channels to pay
+    assert not applies((2, 16, 8, 8), kernel_size=(3, 2))
+
+
+@pytest.mark.parametrize("channels, pixels", [(16, 32), (32, 16), (64, 8), (128, 8)])
+def test_winograd_error_is_within_float32_rounding_of_the_direct_product(channels, pixels):
+    """Against a float64 reference: Winograd's float32 error at most that of the direct im2col
+    product (times 1.5: both are a few units of rounding), and float64 agrees to 1e-14."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((channels, pixels + 2, pixels + 2, 4))
+    x[:, [0, -1]] = 0
+    x[:, :, [0, -1]] = 0   # the zero border of padding 1
+    w = rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(9 * channels)
+    direct = BlockedConv2d(np, winograd_min_channels=None)
+    windows = np.lib.stride_tricks.as_strided(
+        x, (channels, 3, 3, pixels, pixels, 4), x.strides[:3] + x.strides[1:])
+    exact = direct.forward(w, windows)
+    scale = np.abs(exact).max()
+    winograd = Winograd3x3(np, BLOCK_ELEMENTS)
+    np.testing.assert_allclose(winograd.correlate(w, x, pixels, pixels), exact, rtol=0,
+                               atol=1e-14 * scale)
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    windows32 = np.lib.stride_tricks.as_strided(
+        x32, windows.shape, x32.strides[:3] + x32.strides[1:])
+    error_direct = np.abs(direct.forward(w32, windows32) - exact).max() / scale
+    error_winograd = np.abs(winograd.correlate(w32, x32, pixels, pixels) - exact).max() / scale
+    assert error_winograd <= 1.5 * error_direct and error_winograd < 1e-6

@@ -17,22 +17,48 @@ few output rows at a time are copied into a reused buffer that stays in the L2 c
 and the next block reuses the buffer; weight_grad recomputes the blocks from the windows instead
 of keeping cols from the forward. A product with a short contraction (a first layer: 25 for
 1 x 5 x 5) runs per output row, as a batched matmul: OpenBLAS runs one GEMM over many columns
-at a fraction of its speed there. The measurements are in benchmarks/README.md.
+at a fraction of its speed there.
+
+3x3 stride-1 products with enough input channels and even output sizes (the convolutions of a
+ResNet; conv2d's stride-1 dx is one too, see ops/conv.py) run as Winograd F(2x2, 3x3)
+(numpy_winograd.py): 2.25 times fewer multiplies, 16 batched (O, C) @ (C, tiles) products on
+transformed tiles instead of one (O, 9C) @ (9C, Ho*Wo*N). Its float32 error is that of the direct
+product (a few units of rounding of the largest output; numbers in numpy_winograd.py), so it is
+the default; `winograd_min_channels=None` turns it off. The measurements are in
+benchmarks/README.md.
 """
 import threading
 
+from .numpy_winograd import Winograd3x3
+
 SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
 BLOCK_ELEMENTS = 1 << 17   # values per im2col block (512 kB of float32): block and products in L2
+WINOGRAD_MIN_CHANNELS = 16   # 3x3 stride-1 convs with this many input channels use Winograd
 
 
 class BlockedConv2d:
     """conv2d's products on the CPU, the im2col matrix in blocks (see the module docstring)."""
 
-    def __init__(self, xp, block_elements=BLOCK_ELEMENTS, short_contraction=SHORT_CONTRACTION):
+    def __init__(self, xp, block_elements=BLOCK_ELEMENTS, short_contraction=SHORT_CONTRACTION,
+                 winograd_min_channels=WINOGRAD_MIN_CHANNELS):
         self.xp = xp
         self.block_elements = block_elements
         self.short_contraction = short_contraction
+        self.winograd_min_channels = winograd_min_channels   # None: never
+        self.winograd = Winograd3x3(xp, 2 * block_elements)
         self._local = threading.local()   # one reused block buffer per thread
+
+    def _winograd_input(self, weight, windows):
+        """The padded (C, Ho + 2, Wo + 2, N) input the windows are a view of, when Winograd
+        F(2x2, 3x3) applies: a 3x3 kernel at stride 1, even output sizes, enough channels;
+        else None."""
+        c, kh, kw, ho, wo, n = windows.shape
+        strides = windows.strides
+        if (self.winograd_min_channels is None or c < self.winograd_min_channels
+                or (kh, kw) != (3, 3) or ho % 2 or wo % 2 or strides[1:3] != strides[3:5]):
+            return None
+        return self.xp.lib.stride_tricks.as_strided(
+            windows, (c, ho + 2, wo + 2, n), strides[:3] + strides[5:])
 
     def _blocks(self, windows):
         """The im2col matrix in blocks of whole output rows: yields (y0, y1, cols) with cols the
@@ -57,6 +83,9 @@ class BlockedConv2d:
         """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
         xp, o = self.xp, weight.shape[0]
         _, _, _, ho, wo, n = windows.shape
+        padded = self._winograd_input(weight, windows)
+        if padded is not None:
+            return self.winograd.correlate(weight, padded, ho, wo)
         out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))
         flat, w2 = out.reshape(o, -1), weight.reshape(o, -1)
         for y0, y1, cols in self._blocks(windows):
