@@ -10,12 +10,18 @@ neither library's `.grad` accumulation policy is timed. The variants run round-r
 the order each round, and the median of each is reported; ratios are minigrad time / PyTorch
 time (below 1: minigrad is faster).
 
+The bandwidth limit of a fused fwd+bwd is 8 tensor-sized passes (forward: read x for the
+statistics, read x and write y; backward: read x and g for the sums, read them again and write
+dx), i.e. 4 copies of x into an existing array (`numpy.copyto`, timed in the same round-robin).
+"fused/limit" is the fused fwd+bwd time over that.
+
 Large temporaries are the hidden cost on the CPU: glibc serves blocks above its mmap threshold
 (128 kB, rising adaptively up to 32 MB) with fresh mmap'ed pages that the kernel zeroes on first
 touch. The environment variables MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ change that
 for both libraries alike; their values are printed with the results.
 """
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -100,21 +106,24 @@ def main():
     for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         print(f"{name} = {os.environ.get(name, '(unset: glibc default)')}")
     header = (f"{'shape':>18} {'pass':>8} {'torch ms':>9} {'fused ms':>9} {'comp. ms':>9} "
-              f"{'fused/torch':>11} {'comp./torch':>11} {'fused/comp.':>11}")
+              f"{'fused/torch':>11} {'comp./torch':>11} {'fused/comp.':>11} {'fused/limit':>11}")
     print(header)
     print("-" * len(header))
     rng = np.random.default_rng(0)
     for shape in SHAPES:
         x = rng.normal(0.5, 2.0, shape).astype(args.dtype)
         g = rng.standard_normal(shape).astype(args.dtype)
+        copy = np.empty_like(x)
         cases = {"torch": _torch_case(x, g), "fused": _minigrad_case(x, g, True),
                  "composed": _minigrad_case(x, g, False)}
         for index, label in enumerate(("fwd", "fwd+bwd")):
-            medians = _interleaved({name: case[index] for name, case in cases.items()},
-                                   _rounds(shape, args.reps))
+            functions = {name: case[index] for name, case in cases.items()}
+            functions["copy"] = functools.partial(np.copyto, copy, x)
+            medians = _interleaved(functions, _rounds(shape, args.reps))
             t, f, c = medians["torch"], medians["fused"], medians["composed"]
+            limit = f"{f / (4 * medians['copy']):11.2f}" if label == "fwd+bwd" else ""
             print(f"{str(shape):>18} {label:>8} {t * 1e3:9.3f} {f * 1e3:9.3f} {c * 1e3:9.3f} "
-                  f"{f / t:11.2f} {c / t:11.2f} {f / c:11.2f}")
+                  f"{f / t:11.2f} {c / t:11.2f} {f / c:11.2f} {limit}")
 
 
 if __name__ == "__main__":

@@ -39,9 +39,11 @@ _KEEP_SCRATCH = 4 * BLOCK_ELEMENTS   # larger scratch buffers are not kept betwe
 # _spread: rows of repeated per-channel values pay off from this many uses of a row ...
 _SPREAD_MIN_USES = 4
 # ... and are stacked r at a time (r the first of these dividing every block's rows) from this
-# many: fewer passes of NumPy's broadcasting loop.
+# many: fewer passes of NumPy's broadcasting loop ...
 _STACK_MIN_USES = 16
 _STACK_ROWS = (8, 4, 2, 1)
+# ... while a stack stays this short: longer ones only push the block out of the cache.
+_STACK_MAX_ELEMENTS = 1 << 14
 
 
 def accumulation_dtype(xp, dtype):
@@ -67,6 +69,12 @@ def merge_moments(counts, means, squares, count):
 def _scale(gamma, rstd):
     """The per-channel factor a = gamma * rstd (rstd alone without gamma)."""
     return rstd if gamma is None else rstd * gamma.astype(rstd.dtype, copy=False)
+
+
+def _dot_sums(xp, a, b):
+    """Per-channel sum(a * b) of two (p, C, q) blocks, in their promoted dtype: matmul runs the
+    p*C dot products of length q (BLAS), nearly twice as fast as einsum's product loop."""
+    return xp.matmul(a[:, :, None, :], b[:, :, :, None]).sum(axis=(0, 2, 3))
 
 
 def memory_order(x):
@@ -188,12 +196,15 @@ class ArrayBatchNorm:
         """(C,) vectors laid out to meet blocks of `shape` in elementwise ops (`_per_channel`).
         Broadcasting a (C, 1) column makes NumPy run one short inner loop per (row, channel); a
         contiguous (r, C, cols) stack of rows of the repeated values lets it run one long loop per
-        r rows (r divides the row count of every block). See the constants above."""
+        r rows (r divides the row count of every block; rows already long stay single). See the
+        constants above."""
         uses = x3.shape[0] * (x3.shape[2] // shape[2])
         if uses < _SPREAD_MIN_USES:
             return [v[:, None] for v in vectors]
+        row = shape[1] * shape[2]
         r = 1 if uses < _STACK_MIN_USES else next(
-            r for r in _STACK_ROWS if shape[0] % r == 0 and x3.shape[0] % r == 0)
+            r for r in _STACK_ROWS if shape[0] % r == 0 and x3.shape[0] % r == 0
+            and (r * row <= _STACK_MAX_ELEMENTS or r == 1))
         rows = []
         for v in vectors:
             row = self.xp.empty((r,) + shape[1:], v.dtype)
@@ -286,7 +297,7 @@ class ArrayBatchNorm:
         self._per_channel(xp.subtract, block, shift, centred)
         drift = xp.einsum("pcq->c", centred)
         drift /= n
-        m2 = xp.einsum("pcq,pcq->c", centred, centred)
+        m2 = _dot_sums(xp, centred, centred)
         m2 -= n * drift * drift
         return rough + drift, m2, n
 
@@ -340,7 +351,7 @@ class ArrayBatchNorm:
         for i, (index, centred) in enumerate(self._centred_blocks(x3, mean, acc, plan)):
             block = g3[index]
             sums_g[i] = xp.einsum("pcq->c", block, dtype=acc)
-            sums_gxc[i] = xp.einsum("pcq,pcq->c", block, centred, dtype=acc)
+            sums_gxc[i] = _dot_sums(xp, block, centred)
         if len(blocks) == 1:
             sum_g, sum_gxc = sums_g[0], sums_gxc[0]
         else:
