@@ -197,3 +197,13 @@ def test_winograd_error_is_within_float32_rounding_of_the_direct_product(channel
     error_direct = np.abs(direct.forward(w32, windows32) - exact).max() / scale
     error_winograd = np.abs(winograd.correlate(w32, x32, pixels, pixels) - exact).max() / scale
     assert error_winograd <= 1.5 * error_direct and error_winograd < 1e-6
+
+
+@pytest.mark.parametrize("block_elements", [1, 16 * 16 * 2 * 3, BLOCK_ELEMENTS])
+def test_winograd_blocks_of_tile_rows_and_columns_give_the_same_result(block_elements):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 12, 8, 2))   # 5 x 3 tiles: partial blocks both ways
+    w = rng.standard_normal((8, 16, 3, 3))
+    whole = Winograd3x3(np, 1 << 30).correlate(w, x, 10, 6)
+    np.testing.assert_allclose(Winograd3x3(np, block_elements).correlate(w, x, 10, 6), whole,
+                               rtol=1e-13, atol=1e-13)

@@ -24,8 +24,9 @@ N(0, 1) inputs with 1/sqrt(9C)-scaled weights (C = 16 to 128, 8 to 32 px), the l
 PyTorch and the direct product).
 
 Layout: the input is the zero-padded (C, Hp, Wp, N) array conv2d's windows are a view of, the
-output (O, Ho, Wo, N). Tiles are taken a block of tile rows at a time, so the transformed tiles,
-their products and the output transform stay in the cache (buffers reused between blocks).
+output (O, Ho, Wo, N). Tiles are taken a block of tile rows and columns at a time, so the
+transformed tiles, their products and the output transform stay in the cache (buffers reused
+between blocks).
 """
 import threading
 
@@ -39,14 +40,17 @@ class Winograd3x3:
         self._local = threading.local()
 
     def _buffer(self, name, shape, dtype):
-        """A reused buffer per thread, name and dtype, grown when too small."""
+        """A reused buffer per thread, name and dtype, grown when too small (only block-sized
+        ones are kept: a single tile of many channels and images can be larger)."""
         size = 1
         for n in shape:
             size *= n
         buffers = self._local.__dict__.setdefault("buffers", {})
         buffer = buffers.get((name, dtype))
         if buffer is None or buffer.size < size:
-            buffer = buffers[name, dtype] = self.xp.empty(size, dtype)
+            buffer = self.xp.empty(size, dtype)
+            if size <= self.block_elements:
+                buffers[name, dtype] = buffer
         return buffer[:size].reshape(shape)
 
     def filter_transform(self, weight):
@@ -78,24 +82,27 @@ class Winograd3x3:
         o, tiles_w = weight.shape[0], wo // 2
         u = self.filter_transform(weight.astype(dtype, copy=False))
         out = xp.empty((o, ho, wo, n), dtype)
-        per_tile_row = 16 * max(c, o) * tiles_w * n
-        step = max(1, min(ho // 2, self.block_elements // per_tile_row))
+        per_tile = 16 * max(c, o) * n   # transformed values of one tile
+        width = max(1, min(tiles_w, self.block_elements // per_tile))   # tile columns a block
+        step = max(1, min(ho // 2, self.block_elements // (per_tile * width)))   # tile rows
         for t0 in range(0, ho // 2, step):
-            t = min(step, ho // 2 - t0)
-            tiles = self._buffer("tiles", (4, 4, c, t, tiles_w, n), dtype)
-            products = self._buffer("products", (4, 4, o, t, tiles_w, n), dtype)
-            self._input_transform(padded, 2 * t0, self._buffer("rows", (4, c, t, wp, n), dtype),
-                                  tiles)
-            xp.matmul(u, tiles.reshape(16, c, -1), out=products.reshape(16, o, -1))
-            self._output_transform(products, self._buffer("sums", (2, 4, o, t, tiles_w, n), dtype),
-                                   out[:, 2 * t0:2 * (t0 + t)])
+            for s0 in range(0, tiles_w, width):
+                t, w = min(step, ho // 2 - t0), min(width, tiles_w - s0)
+                tiles = self._buffer("tiles", (4, 4, c, t, w, n), dtype)
+                products = self._buffer("products", (4, 4, o, t, w, n), dtype)
+                window = padded[:, 2 * t0:2 * (t0 + t) + 2, 2 * s0:2 * (s0 + w) + 2]
+                self._input_transform(window, self._buffer("rows", (4, c, t, 2 * w + 2, n), dtype),
+                                      tiles)
+                xp.matmul(u, tiles.reshape(16, c, -1), out=products.reshape(16, o, -1))
+                self._output_transform(products, self._buffer("sums", (2, 4, o, t, w, n), dtype),
+                                       out[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)])
         return out
 
-    def _input_transform(self, padded, y0, rows, tiles):
-        """tiles[a, b] = (B^T d B)[a, b] for the tile rows from input row y0 (as many as `rows`
-        holds): B^T along the rows (into `rows`), then along the columns."""
+    def _input_transform(self, window, rows, tiles):
+        """tiles[a, b] = (B^T d B)[a, b] for the tiles of `window` (C, 2t + 2, 2w + 2, N): B^T
+        along the rows (into `rows`), then along the columns."""
         xp, t = self.xp, rows.shape[2]
-        d = [padded[:, y0 + r:y0 + r + 2 * t:2] for r in range(4)]   # (C, t, Wp, N) each
+        d = [window[:, r:r + 2 * t:2] for r in range(4)]   # (C, t, 2w + 2, N) each
         xp.subtract(d[0], d[2], out=rows[0])
         xp.add(d[1], d[2], out=rows[1])
         xp.subtract(d[2], d[1], out=rows[2])
@@ -108,7 +115,7 @@ class Winograd3x3:
         xp.subtract(e[1], e[3], out=tiles[:, 3])
 
     def _output_transform(self, m, sums, out):
-        """out (O, 2t, Wo, N) = A^T m A: A^T along the tile rows (into `sums`), then along the
+        """out (O, 2t, 2w, N) = A^T m A: A^T along the tile rows (into `sums`), then along the
         columns, each 2x2 tile written to its place in the output."""
         xp = self.xp
         xp.add(m[0], m[1], out=sums[0])
