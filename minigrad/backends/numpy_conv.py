@@ -20,7 +20,7 @@ of keeping cols from the forward. A product with a short contraction (a first la
 at a fraction of its speed there.
 
 3x3 stride-1 products with enough input channels and even output sizes (the convolutions of a
-ResNet; conv2d's stride-1 dx is one too, see ops/conv.py) run as Winograd F(2x2, 3x3)
+ResNet) run as Winograd F(2x2, 3x3)
 (numpy_winograd.py): 2.25 times fewer multiplies, 16 batched (O, C) @ (C, tiles) products on
 transformed tiles instead of one (O, 9C) @ (9C, Ho*Wo*N). Its float32 error is that of the direct
 product (a few units of rounding of the largest output; numbers in numpy_winograd.py), so it is
