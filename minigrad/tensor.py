@@ -14,6 +14,7 @@ from . import autograd
 from .backends import backend_of, get_backend, normalize_device
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
+from .tensor_methods import TensorMethods
 from .version import VersionCounter
 
 _NUMERIC_KINDS = "biufc"
@@ -68,7 +69,7 @@ def _check_can_require_grad(dtype, what):
                         "make it floating first (e.g. dtype='float32' or .float())")
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A backend array (`data`) with autograd bookkeeping.
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
@@ -389,9 +390,6 @@ class Tensor:
 
     def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
 
-    def any(self): return bool(self.data.any())
-    def all(self): return bool(self.data.all())
-
     def reshape(self, *shape):
         return ops.reshape(self, shape_from_args(shape))
 
@@ -445,4 +443,6 @@ class Tensor:
         return tensor_repr(self)
 
 
-from . import inplace, ops  # noqa: E402  (they build on Tensor; import last to close the cycle)
+from . import inplace, ops, tensor_methods  # noqa: E402  (they build on Tensor; import last: a cycle)
+
+tensor_methods.ops = ops   # the mixin's methods call them too
