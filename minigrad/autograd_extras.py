@@ -114,10 +114,13 @@ def run_node_hooks(node, grads):
     return grads
 
 
-def run_leaf_hooks(leaf, grad):
-    """The gradient of `leaf` after its hooks, before it goes into `.grad`."""
-    hooks = _leaf_hooks.get(id(leaf))
-    return _run(hooks, grad) if hooks else grad
+def run_leaf_hooks(pending):
+    """Run the hooks of the leaves in `pending` (the walk's {id(leaf) or (node, index) ->
+    gradient}) on their gradients, in place, before they go into `.grad` or back from mg.grad."""
+    for key, grad in list(pending.items()):
+        hooks = _leaf_hooks.get(key) if type(key) is int else None
+        if hooks:
+            pending[key] = _run(hooks, grad)
 
 
 def _run(hooks, grad):
