@@ -117,6 +117,8 @@ def run_node_hooks(node, grads):
 def run_leaf_hooks(pending):
     """Run the hooks of the leaves in `pending` (the walk's {id(leaf) or (node, index) ->
     gradient}) on their gradients, in place, before they go into `.grad` or back from mg.grad."""
+    if not _leaf_hooks:
+        return
     for key, grad in list(pending.items()):
         hooks = _leaf_hooks.get(key) if type(key) is int else None
         if hooks:
