@@ -19,7 +19,7 @@ _node_hooks = weakref.WeakKeyDictionary()
 _leaf_hooks = {}
 _retained = weakref.WeakKeyDictionary()   # node -> {output index -> weakref(tensor)}
 _handle_ids = itertools.count()
-in_use = False   # set by the first hook or retain_grad: until then the walk skips run_*_hooks
+in_use = False   # set by the first hook or retain_grad: until then the walk skips run_node_hooks
 
 
 def _hooks_of(tensor):
