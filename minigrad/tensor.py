@@ -384,9 +384,7 @@ class Tensor(TensorMethods):
     def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
         return ops.argmin(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
-    def softmax(self, dim=None, *, axis=None):
-        dim, _ = ops.dim_keywords("softmax", dim, None, axis, None)
-        return ops.softmax(self, -1 if dim is None else dim)
+    def softmax(self, dim=None, *, axis=None): return ops.softmax(self, dim, axis=axis)
 
     def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
 

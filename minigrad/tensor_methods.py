@@ -7,7 +7,7 @@ names, so the op stays the one place that holds the math and the checks.
 'minigrad.FloatTensor', 'minigrad.cuda.LongTensor'. `.type(dtype)` takes a dtype in any
 spelling, or such a name (minigrad's or torch's, e.g. 'torch.DoubleTensor').
 """
-from . import autograd_extras
+from . import hooks
 from .dtypes import as_dtype
 
 ops = None   # minigrad.ops, bound by tensor.py once Tensor exists (the ops build on Tensor)
@@ -129,6 +129,6 @@ class TensorMethods:
         return self.to(dtype=as_dtype(dtype))
 
     # ------------------------------------------------------------------ autograd extras
-    def register_hook(self, hook): return autograd_extras.register_hook(self, hook)
-    def retain_grad(self): return autograd_extras.retain_grad(self)
-    retains_grad = property(lambda self: autograd_extras.retains_grad(self))
+    def register_hook(self, hook): return hooks.register_hook(self, hook)
+    def retain_grad(self): return hooks.retain_grad(self)
+    retains_grad = property(lambda self: hooks.retains_grad(self))

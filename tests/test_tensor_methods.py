@@ -1,5 +1,5 @@
 """PyTorch's Tensor methods and top-level functions (tensor_methods.py, functions.py,
-ops/boolean.py, ops/compat.py) and the autograd extras (autograd_extras.py), against torch:
+ops/boolean.py, ops/compat.py) and the autograd extras (hooks.py), against torch:
 values, gradients where there are any, and the errors where torch has them."""
 import numpy as np
 import pytest
