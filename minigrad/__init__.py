@@ -13,6 +13,16 @@ from .dtypes import (complex64, complex128, double, float16, float32, float64, g
 from .dtypes import bool_ as bool  # noqa: A001  (PyTorch's name; shadows bool only as mg.bool)
 from .dtypes import float32 as float  # noqa: A001
 from .dtypes import int32 as int  # noqa: A001
+from .functions import (abs, add, all, amax, amin, any, argmax, argmin, argsort, bitwise_and,
+                        bitwise_not, bitwise_or, bitwise_xor, bmm, broadcast_to, cat, ceil, chunk,
+                        clamp, clip, clone, concat, concatenate, cos, cumprod, cumsum, diagonal,
+                        div, divide, erf, exp, flatten, flip, floor, floor_divide, inference_mode,
+                        isfinite, isinf, isnan, log, log_softmax, logsumexp, masked_fill, matmul,
+                        max, maximum, mean, min, minimum, mm, mul, multiply, neg, negative, norm,
+                        numel, permute, pow, prod, relu, remainder, reshape, roll, round, sigmoid,
+                        sign, sin, softmax, sort, split, sqrt, squeeze, stack, std, sub, subtract,
+                        sum, swapaxes, t, tanh, tile, topk, transpose, tril, triu, unsqueeze, var,
+                        where)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor

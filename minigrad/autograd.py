@@ -227,6 +227,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
             deliver(root, grad)
         for node in nodes:
             grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
+            grads = hooks.run_node_hooks(node, grads) if hooks.in_use else grads
             if keep:   # gradients of intermediate values asked for by mg.grad stay
                 pending.update(((node, i), g) for i, g in enumerate(grads)
                                if g is not None and (node, i) in keep)
@@ -235,6 +236,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
             _propagate(node, grads, deliver)
             if not retain_graph:
                 node.release()
+        hooks.run_leaf_hooks(pending)
     return pending
 
 

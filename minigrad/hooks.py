@@ -1,8 +1,152 @@
-"""Hooks the engine calls: `register_backward_end_hook(hook)` runs `hook(leaves)` at the end of
-every backward() (not grad()), once the leaves' `.grad` are accumulated; `leaves` lists them.
-DistributedDataParallel averages gradients across processes here. Kept out of autograd.py so the
-engine stays small: it makes one call, `run_backward_end_hooks(leaves)`."""
+"""Hooks the engine calls, and the autograd extras built on them.
+
+Tensor hooks, `retain_grad` and `inference_mode` (for PyTorch users): a hook belongs to a value
+of the graph: a leaf tensor, or output `index` of a node. The walk (autograd.py) calls
+`run_node_hooks` / `run_leaf_hooks` once a value's gradient is complete, before it goes further
+back (or into a leaf's `.grad`): each hook is called with the gradient in the order registered,
+and a hook that returns a tensor replaces it. Then a tensor that asked for `retain_grad` keeps
+the gradient in its `.grad` (after the hooks, as in PyTorch).
+
+Backward-end hooks: `register_backward_end_hook(hook)` runs `hook(leaves)` at the end of every
+backward() (not grad()), once the leaves' `.grad` are accumulated; `leaves` lists them.
+DistributedDataParallel averages gradients across processes there.
+
+Kept out of autograd.py so the engine stays small: it makes one call for each kind.
+"""
+import itertools
 import types
+import weakref
+
+from . import autograd
+from . import tensor as tensor_module  # (its Tensor, read at call time: an import cycle)
+
+# node -> {output index -> {handle id -> hook}}, weak, so a graph that goes away takes its hooks
+# with it; leaves by id, each entry dropped when its leaf goes. (Tensors cannot be the keys of a
+# WeakKeyDictionary: their == is elementwise.)
+_node_hooks = weakref.WeakKeyDictionary()
+_leaf_hooks = {}
+_retained = weakref.WeakKeyDictionary()   # node -> {output index -> weakref(tensor)}
+_handle_ids = itertools.count()
+in_use = False   # set by the first hook or retain_grad: until then the walk skips run_node_hooks
+
+
+def _hooks_of(tensor):
+    """The (new or existing) {handle id -> hook} of the value `tensor` stands for."""
+    if tensor._node is not None:
+        return _node_hooks.setdefault(tensor._node, {}).setdefault(tensor._index, {})
+    key = id(tensor)
+    if key not in _leaf_hooks:
+        _leaf_hooks[key] = {}
+        weakref.finalize(tensor, _leaf_hooks.pop, key, None)
+    return _leaf_hooks[key]
+
+
+class RemovableHandle:
+    """What register_hook returns: `.remove()` takes the hook off (twice is harmless); also a
+    context manager that removes it at the end of the block."""
+
+    def __init__(self, hooks):
+        self._hooks, self.id = hooks, next(_handle_ids)
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_hook(tensor, hook):
+    """Call `hook(grad)` when the gradient of `tensor` is computed; a returned tensor replaces
+    the gradient. Returns a RemovableHandle."""
+    if not tensor.requires_grad:
+        raise RuntimeError(f"register_hook: cannot register a hook on a tensor that does not "
+                           f"require grad (shape {tensor.shape}, dtype {tensor.dtype})")
+    if not callable(hook):
+        raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
+    global in_use
+    in_use, hooks = True, _hooks_of(tensor)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def retain_grad(tensor):
+    """Keep the gradient of this non-leaf tensor in its `.grad` after backward (accumulated over
+    backward calls, as a leaf's). A leaf keeps its gradient anyway."""
+    if not tensor.requires_grad:
+        raise RuntimeError(f"retain_grad: cannot retain the gradient of a tensor that does not "
+                           f"require grad (shape {tensor.shape}, dtype {tensor.dtype})")
+    global in_use
+    if tensor._node is not None:
+        in_use = True
+        _retained.setdefault(tensor._node, {})[tensor._index] = weakref.ref(tensor)
+
+
+def retains_grad(tensor):
+    kept = _retained.get(tensor._node, {}).get(tensor._index) if tensor._node is not None else None
+    return kept is not None and kept() is tensor
+
+
+def _checked(hook, grad, replacement):
+    if not isinstance(replacement, tensor_module.Tensor):
+        raise TypeError(f"register_hook: hook {getattr(hook, '__name__', hook)!r} returned "
+                        f"{type(replacement).__name__}; return a Tensor or None")
+    if (replacement.shape, replacement.dtype, replacement.device) != (
+            grad.shape, grad.dtype, grad.device):
+        raise RuntimeError(
+            f"register_hook: hook {getattr(hook, '__name__', hook)!r} changed the gradient from "
+            f"shape {grad.shape}, {grad.dtype} on {grad.device} to shape {replacement.shape}, "
+            f"{replacement.dtype} on {replacement.device}; return one like the gradient")
+    return replacement
+
+
+def run_node_hooks(node, grads):
+    """The gradients of the outputs of `node` (None where none arrived) after their hooks, also
+    kept in `.grad` of a tensor that asked for retain_grad. The walk calls this for each node
+    once the gradients of its outputs are complete."""
+    hooks, kept = _node_hooks.get(node), _retained.get(node)
+    if hooks is None and kept is None:
+        return grads
+    grads = list(grads)
+    for index, grad in enumerate(grads):
+        if grad is None:
+            continue
+        if hooks is not None and hooks.get(index):
+            grads[index] = grad = _run(hooks[index], grad)
+        tensor = kept[index]() if kept is not None and index in kept else None
+        if tensor is not None:
+            autograd._accumulate_grad(tensor, grad, autograd.is_grad_enabled())
+    return grads
+
+
+def run_leaf_hooks(pending):
+    """Run the hooks of the leaves in `pending` (the walk's {id(leaf) or (node, index) ->
+    gradient}) on their gradients, in place, before they go into `.grad` or back from mg.grad."""
+    if not _leaf_hooks:
+        return
+    for key, grad in list(pending.items()):
+        hooks = _leaf_hooks.get(key) if type(key) is int else None
+        if hooks:
+            pending[key] = _run(hooks, grad)
+
+
+def _run(hooks, grad):
+    for hook in list(hooks.values()):
+        replacement = hook(grad)
+        if replacement is not None:
+            grad = _checked(hook, grad, replacement)
+    return grad
+
+
+def inference_mode(mode=True):
+    """`with mg.inference_mode():` or `@mg.inference_mode()`: as no_grad (minigrad has no
+    separate inference tensors). `inference_mode(False)` records again, as enable_grad, which
+    is what PyTorch does inside no_grad."""
+    return autograd.no_grad() if mode else autograd.enable_grad()
+
 
 _backward_end_hooks = {}
 

@@ -14,6 +14,7 @@ from . import autograd
 from .backends import backend_of, get_backend, normalize_device
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
+from .tensor_methods import TensorMethods
 from .version import VersionCounter
 
 _NUMERIC_KINDS = "biufc"
@@ -68,7 +69,7 @@ def _check_can_require_grad(dtype, what):
                         "make it floating first (e.g. dtype='float32' or .float())")
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A backend array (`data`) with autograd bookkeeping.
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
@@ -383,14 +384,9 @@ class Tensor:
     def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
         return ops.argmin(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
-    def softmax(self, dim=None, *, axis=None):
-        dim, _ = ops.dim_keywords("softmax", dim, None, axis, None)
-        return ops.softmax(self, -1 if dim is None else dim)
+    def softmax(self, dim=None, *, axis=None): return ops.softmax(self, dim, axis=axis)
 
     def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
-
-    def any(self): return bool(self.data.any())
-    def all(self): return bool(self.data.all())
 
     def reshape(self, *shape):
         return ops.reshape(self, shape_from_args(shape))
@@ -445,4 +441,6 @@ class Tensor:
         return tensor_repr(self)
 
 
-from . import inplace, ops  # noqa: E402  (they build on Tensor; import last to close the cycle)
+from . import inplace, ops, tensor_methods  # noqa: E402  (they build on Tensor; import last: a cycle)
+
+tensor_methods.ops = ops   # the mixin's methods call them too

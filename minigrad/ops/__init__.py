@@ -27,6 +27,9 @@ from .adaptive_pool import AdaptiveMaxPool2d, adaptive_avg_pool2d, adaptive_max_
 from ._shapes import (AxisError, as_int, dim_keywords, normalize_axes, normalize_axis,
                       unbroadcast)
 from .base import Op
+from .boolean import (all, any, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, isfinite,
+                      isinf, isnan)
+from .compat import FloorDivide, bmm, floor_divide, masked_fill, mm
 from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
 from .conv_functions import conv1d, conv2d, conv_transpose2d
 from .device import ToDevice, to_device

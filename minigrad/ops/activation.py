@@ -6,7 +6,7 @@ selected with `where`, so an input on the unselected side gets exactly 0, as in 
 """
 import math
 
-from ._shapes import normalize_axes
+from ._shapes import dim_keywords, normalize_axes
 from .base import Op
 from .elementwise import where
 from .special import erf
@@ -42,9 +42,10 @@ class Softmax(Op):
         return y * (g - (g * y).sum(axis=ctx.axis, keepdims=True))
 
 
-def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along `axis`, computed without overflow."""
-    return Softmax.apply(x, axis=axis)
+def softmax(x, dim=None, *, axis=None):
+    """exp(x) / sum(exp(x)) along `dim` (or `axis`; the last by default), without overflow."""
+    dim, _ = dim_keywords("softmax", dim, None, axis, None)
+    return Softmax.apply(x, axis=-1 if dim is None else dim)
 
 
 class LeakyRelu(Op):

@@ -1,0 +1,76 @@
+"""Operations on or giving booleans, with no gradient: the bitwise operators of bool and integer
+tensors (`&`, `|`, `^`, `~`), the tests isnan/isinf/isfinite, and any/all along dims.
+
+Their results are bool or integer tensors, which carry no gradient, so these are functions on
+arrays rather than Op classes (as the comparisons in tensor.py are)."""
+from ..tensor import Tensor
+from ._promotion import promote
+from ._shapes import dim_keywords, normalize_axes
+from .base import device_mismatch
+
+
+def _check_bitwise(op, operands):
+    for x in operands:
+        if x.dtype.kind not in "biu":
+            raise TypeError(f"{op}: needs bool or integer tensors, got dtype {x.dtype} (shape "
+                            f"{x.shape}); compare floats first (e.g. (x > 0) & (y > 0))")
+
+
+def _bitwise(op, xp_name, a, b):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._backend is not b._backend:
+        raise device_mismatch(op, (a, b))
+    a, b = promote(op, a, b)
+    _check_bitwise(op, (a, b))
+    return Tensor.from_array(getattr(a._backend.xp, xp_name)(a.data, b.data), a._backend)
+
+
+def bitwise_and(a, b):
+    return _bitwise("bitwise_and (&)", "bitwise_and", a, b)
+
+
+def bitwise_or(a, b):
+    return _bitwise("bitwise_or (|)", "bitwise_or", a, b)
+
+
+def bitwise_xor(a, b):
+    return _bitwise("bitwise_xor (^)", "bitwise_xor", a, b)
+
+
+def bitwise_not(a):
+    """~a: logical not of a bool tensor, two's-complement not of an integer one."""
+    _check_bitwise("bitwise_not (~)", (a,))
+    return Tensor.from_array(a._backend.xp.invert(a.data), a._backend)
+
+
+def _test(xp_name, x):
+    return Tensor.from_array(getattr(x._backend.xp, xp_name)(x.data), x._backend)
+
+
+def isnan(x):
+    return _test("isnan", x)
+
+
+def isinf(x):
+    return _test("isinf", x)
+
+
+def isfinite(x):
+    return _test("isfinite", x)
+
+
+def _logical_reduction(op, x, dim, keepdim, axis, keepdims):
+    dim, keepdim = dim_keywords(op, dim, keepdim, axis, keepdims)
+    axes = normalize_axes(op, dim, x.shape)
+    xp = x._backend.xp
+    return Tensor.from_array(xp.asarray(getattr(xp, op)(x.data, axis=axes, keepdims=keepdim)),
+                             x._backend)
+
+
+def any(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """A bool tensor: whether some element (along `dim`, all by default) is nonzero."""
+    return _logical_reduction("any", x, dim, keepdim, axis, keepdims)
+
+
+def all(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """A bool tensor: whether every element (along `dim`, all by default) is nonzero."""
+    return _logical_reduction("all", x, dim, keepdim, axis, keepdims)
