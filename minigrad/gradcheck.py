@@ -16,7 +16,9 @@ class GradcheckError(AssertionError):
 
 
 def _as_tuple(value):
-    return value if isinstance(value, tuple) else tuple(value) if isinstance(value, list) else (value,)
+    if isinstance(value, tuple):
+        return value
+    return tuple(value) if isinstance(value, list) else (value,)
 
 
 def _prepare(inputs):

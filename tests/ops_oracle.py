@@ -5,7 +5,6 @@ import torch
 
 import minigrad as mg
 
-
 BINARY = {   # name -> (minigrad op, torch op)
     "add": (mg.ops.add, torch.add),
     "sub": (mg.ops.sub, torch.sub),

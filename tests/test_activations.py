@@ -7,6 +7,7 @@ import torch.nn.functional as TF
 
 import minigrad as mg
 import minigrad.nn.functional as F
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, rng
 
 ACTIVATIONS = {   # name -> (minigrad function, torch function)

@@ -124,7 +124,7 @@ def test_mixing_devices_in_an_op_names_the_op_and_both_devices():
     with pytest.raises(DeviceError, match=r"add: input 0 is on fake but input 1 is on cpu"):
         other + x
     with pytest.raises(DeviceError, match=r"less: input 0 is on cpu but input 1 is on fake"):
-        x < other
+        _ = x < other
 
 
 # ---------------------------------------------------------------------- moving tensors

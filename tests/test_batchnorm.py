@@ -365,7 +365,7 @@ def test_gpu_layer_equals_cpu_layer_fused_and_composed(cuda):
             layer(mg.tensor(x * 2, device=device))
             results[device, fused] = (y.numpy(), xt.grad.numpy(), layer.state_dict())
     reference = results["cpu", False]
-    for key, (y, dx, state) in results.items():
+    for y, dx, state in results.values():
         np.testing.assert_allclose(y, reference[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(dx, reference[1], rtol=1e-4, atol=1e-5)
         for name in state:

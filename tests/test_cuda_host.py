@@ -16,10 +16,11 @@ import types
 import numpy
 import pytest
 
+from minigrad.backends.cuda_batch_norm import SOURCE, CudaBatchNorm, kernel_names
+
 from cuda_host import build, checks
 from cuda_host.checks import Case, run_case
 from cuda_host.harness import HostLauncher, HostLaunchError, host_kernels
-from minigrad.backends.cuda_batch_norm import SOURCE, CudaBatchNorm, kernel_names
 
 TESTS = pathlib.Path(__file__).resolve().parent
 ROOT = TESTS.parent

@@ -10,12 +10,13 @@ import zlib
 
 import numpy as np
 import pytest
-from mnist_data import MNIST_DIR, REASON, needs_mnist
 
 import minigrad as mg
 from minigrad.data import download as download_module
 from minigrad.data import mnist as mnist_module
 from minigrad.data.idx import IMAGES_MAGIC, LABELS_MAGIC
+
+from mnist_data import MNIST_DIR, REASON, needs_mnist
 
 FILE_NAMES = tuple(mnist_module.CHECKSUMS)
 TEST_SPLIT = FILE_NAMES[2:]

@@ -13,9 +13,10 @@ import sys
 import numpy as np
 import pytest
 import torch
-from mnist_data import needs_mnist
 
 import minigrad as mg
+
+from mnist_data import needs_mnist
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

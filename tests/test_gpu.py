@@ -6,9 +6,10 @@ DLPack. Marked `gpu`: skipped, with the reason, where CuPy or a usable GPU is mi
 """
 import numpy as np
 import pytest
-from cuda_host import checks, on_device
 
 import minigrad as mg
+
+from cuda_host import checks, on_device
 
 pytestmark = pytest.mark.gpu
 

@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-from mnist_data import FOUND, MNIST_DIR, REASON
 
 import minigrad as mg
+
+from mnist_data import FOUND, MNIST_DIR, REASON
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

@@ -77,7 +77,7 @@ def test_assignment_errors():
     with pytest.raises(AttributeError, match="super"):
         Forgetful()
     with pytest.raises(AttributeError, match="nothing"):
-        Block().nothing
+        _ = Block().nothing
     with pytest.raises(NotImplementedError):
         nn.Module()(1)
 

@@ -4,10 +4,11 @@ output dtype and one-value-per-statistic errors, fused and composed alike."""
 import numpy as np
 import pytest
 import torch
-from ops_oracle import leaves, rng
 
 import minigrad as mg
 import minigrad.nn.functional as F
+
+from ops_oracle import leaves, rng
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
 

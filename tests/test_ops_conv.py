@@ -6,6 +6,7 @@ import pytest
 import torch.nn.functional as F
 
 import minigrad as mg
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, rng
 
 # (x shape, weight shape, options): weight (out, in/groups, kh, kw)
@@ -127,7 +128,8 @@ def test_conv1d_gradcheck_second_derivatives_and_errors():
     check_vjp_derivatives(fn, arrays)
     with pytest.raises(ValueError, match=r"conv1d: expected input \(N, C, L\)"):
         mg.ops.conv1d(mg.zeros(1, 2, 3, 3), mg.zeros(2, 2, 3))
-    with pytest.raises(ValueError, match=r"conv1d: stride must be an int >= 1 or a tuple of 1, got \(1, 1\)"):
+    with pytest.raises(ValueError, match=r"conv1d: stride must be an int >= 1 or a tuple of 1, "
+                                         r"got \(1, 1\)"):
         mg.ops.conv1d(mg.zeros(1, 2, 5), mg.zeros(2, 2, 3), stride=(1, 1))
 
 

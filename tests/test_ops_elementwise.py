@@ -6,8 +6,15 @@ import torch
 
 import minigrad as mg
 from minigrad.ops import Op
-from ops_oracle import (BINARY, check_vjp_derivatives, compare_with_torch, leaves,
-                        non_contiguous, rng)
+
+from ops_oracle import (
+    BINARY,
+    check_vjp_derivatives,
+    compare_with_torch,
+    leaves,
+    non_contiguous,
+    rng,
+)
 
 SHAPE_PAIRS = [((3, 4), (3, 4)), ((2, 3, 1), (4,)), ((1, 4), (3, 1)), ((), (2, 3)), ((5,), ())]
 

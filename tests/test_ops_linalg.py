@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import minigrad as mg
+
 from ops_oracle import compare_with_torch, leaves, non_contiguous, rng
 
 SHAPES = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import minigrad as mg
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, rng
 
 ops = mg.ops
@@ -64,7 +65,8 @@ def test_gradcheck_and_second_derivatives(name):
 
 
 @pytest.mark.parametrize("name,ours,theirs", [
-    ("sign", ops.sign, torch.sign), ("floor", ops.floor, torch.floor), ("ceil", ops.ceil, torch.ceil),
+    ("sign", ops.sign, torch.sign), ("floor", ops.floor, torch.floor),
+    ("ceil", ops.ceil, torch.ceil),
     ("round", ops.round, torch.round),
     ("round2", lambda x: ops.round(x, 2), lambda x: torch.round(x, decimals=2))])
 def test_step_functions_match_torch_with_zero_gradients(name, ours, theirs):

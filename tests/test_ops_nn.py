@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 import minigrad as mg
 from minigrad.backends.numpy_conv import SHORT_CONTRACTION
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, non_contiguous, rng
 
 # ------------------------------------------------------------------------- conv2d
@@ -190,8 +191,8 @@ def test_max_pool_of_integers_without_padding():
 
 def test_pooling_lenet_shapes_in_float32():
     x = rng(11).standard_normal((64, 6, 28, 28)).astype(np.float32)
-    for kind in POOLS:
-        compare_with_torch(lambda t: POOLS[kind][0](t, 2), lambda t: POOLS[kind][1](t, 2), [x],
+    for ours, theirs in POOLS.values():
+        compare_with_torch(lambda t, f=ours: f(t, 2), lambda t, f=theirs: f(t, 2), [x],
                            atol=1e-6, rtol=1e-6)
 
 

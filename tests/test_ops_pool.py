@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import minigrad as mg
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, non_contiguous, rng
 
 TOL = {np.float64: dict(atol=1e-10, rtol=1e-7), np.float32: dict(atol=1e-5, rtol=1e-5)}

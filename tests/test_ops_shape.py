@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import minigrad as mg
+
 from ops_oracle import check_vjp_derivatives, compare_with_torch, leaves, non_contiguous, rng
 
 X = rng(0).standard_normal((3, 4, 5))

@@ -4,9 +4,10 @@ values, gradients where there are any, and the errors where torch has them."""
 import numpy as np
 import pytest
 import torch
-from ops_oracle import compare_with_torch, leaves, rng
 
 import minigrad as mg
+
+from ops_oracle import compare_with_torch, leaves, rng
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
 

@@ -5,9 +5,10 @@ logsumexp, argmin, softmax), each against torch forward and backward and by grad
 import numpy as np
 import pytest
 import torch
-from ops_oracle import compare_with_torch, leaves, rng
 
 import minigrad as mg
+
+from ops_oracle import compare_with_torch, leaves, rng
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
 

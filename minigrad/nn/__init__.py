@@ -1,7 +1,20 @@
 """Neural-network building blocks: `Module`, `Parameter`, layers, `init` and `functional` (F)."""
 from . import caffe, functional, init, parallel, utils
-from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSoftmax, Mish, ReLU, ReLU6, SiLU,
-                         Sigmoid, Softmax, Softplus, Tanh)
+from .activation import (
+                         ELU,
+                         GELU,
+                         Hardtanh,
+                         LeakyReLU,
+                         LogSoftmax,
+                         Mish,
+                         ReLU,
+                         ReLU6,
+                         Sigmoid,
+                         SiLU,
+                         Softmax,
+                         Softplus,
+                         Tanh,
+)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .batchnorm_act import BatchNormAct1d, BatchNormAct2d
 from .container import ModuleDict, ModuleList, Sequential
@@ -10,11 +23,27 @@ from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
 from .linear import Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
-                   MSELoss, NLLLoss, SmoothL1Loss)
+from .loss import (
+                         BCELoss,
+                         BCEWithLogitsLoss,
+                         CrossEntropyLoss,
+                         HuberLoss,
+                         KLDivLoss,
+                         L1Loss,
+                         MSELoss,
+                         NLLLoss,
+                         SmoothL1Loss,
+)
 from .module import IncompatibleKeys, Module, Parameter, RemovableHandle, StateDictError
-from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm,
-                            RegionBatchNorm2d, RMSNorm)
+from .normalization import (
+                         GroupNorm,
+                         InstanceNorm1d,
+                         InstanceNorm2d,
+                         InstanceNorm3d,
+                         LayerNorm,
+                         RegionBatchNorm2d,
+                         RMSNorm,
+)
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .syncbatchnorm import SyncBatchNorm
 from .upsampling import Upsample

@@ -9,14 +9,31 @@ from .. import ops
 from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
-from ..ops import (adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, conv1d,  # noqa: F401
-                   conv2d, conv_transpose2d, max_pool2d, sigmoid, tanh)
+from ..ops import (  # noqa: F401
+    adaptive_avg_pool2d,
+    adaptive_max_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    conv_transpose2d,
+    max_pool2d,
+    sigmoid,
+    tanh,
+)
 from ..ops._promotion import check_same_dtype
 from ..tensor import Tensor
 from .interpolation import interpolate  # noqa: F401
-from .loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
-                             cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
-                             smooth_l1_loss)
+from .loss_functions import (  # noqa: F401
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 
 
 def linear(input, weight, bias=None):

@@ -4,6 +4,7 @@
 subclass `Op` with `forward` (array code on `ctx.xp`) and `backward` (tensor code), and call it
 with `.apply` (docs/new-op.md).
 """
+from ._shapes import AxisError, as_int, dim_keywords, normalize_axes, normalize_axis, unbroadcast
 from .activation import (
                          Elu,
                          Gelu,
@@ -24,11 +25,18 @@ from .activation import (
                          softplus,
 )
 from .adaptive_pool import AdaptiveMaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d
-from ._shapes import (AxisError, as_int, dim_keywords, normalize_axes, normalize_axis,
-                      unbroadcast)
 from .base import Op
-from .boolean import (all, any, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, isfinite,
-                      isinf, isnan)
+from .boolean import (
+                         all,
+                         any,
+                         bitwise_and,
+                         bitwise_not,
+                         bitwise_or,
+                         bitwise_xor,
+                         isfinite,
+                         isinf,
+                         isnan,
+)
 from .compat import FloorDivide, bmm, floor_divide, masked_fill, mm
 from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
 from .conv_functions import conv1d, conv2d, conv_transpose2d
@@ -123,8 +131,28 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
-from .reduction import (LogSumExp, Max, MaxResult, Mean, Min, MinResult, Prod, Sum, Var, argmax,
-                        argmin, extremum_along, logsumexp, max, mean, min, prod, std, sum, var)
+from .reduction import (
+                         LogSumExp,
+                         Max,
+                         MaxResult,
+                         Mean,
+                         Min,
+                         MinResult,
+                         Prod,
+                         Sum,
+                         Var,
+                         argmax,
+                         argmin,
+                         extremum_along,
+                         logsumexp,
+                         max,
+                         mean,
+                         min,
+                         prod,
+                         std,
+                         sum,
+                         var,
+)
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
 from .special import Erf, erf
 from .window import Fold, Unfold
