@@ -288,7 +288,8 @@ def _root_grad(tensor, grad, what):
         if tensor.data.size != 1:
             raise RuntimeError(
                 f"{what}: a gradient can be implied only for a one-element output, but this one "
-                f"has shape {tensor.shape}; pass a gradient of that shape (grad=...)")
+                f"has shape {tensor.shape}; pass a gradient of that shape "
+                f"({'grad_outputs' if what == 'grad' else 'gradient'}=...)")
         return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
                                  tensor._backend)
     if not isinstance(grad, Tensor):
@@ -328,9 +329,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs] * len(outputs)
-    grad_outputs = list(grad_outputs)
+    one = grad_outputs is None or isinstance(grad_outputs, Tensor)
+    grad_outputs = [grad_outputs] * len(outputs) if one else list(grad_outputs)
     if len(grad_outputs) != len(outputs):
         raise ValueError(f"grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
     for i, t in enumerate(inputs):

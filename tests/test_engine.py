@@ -499,7 +499,7 @@ def test_record_only_keeps_what_ran_inside_and_restores_the_outer_tape():
 # ---------------------------------------------------------------------- errors
 def test_backward_errors_say_what_is_wrong():
     x = leaf([1.0, 2.0])
-    with pytest.raises(RuntimeError, match=r"one-element output.*shape \(2,\).*grad="):
+    with pytest.raises(RuntimeError, match=r"one-element output.*shape \(2,\).*gradient="):
         (x * 2).backward()
     with pytest.raises(RuntimeError, match="does not require grad"):
         mg.tensor([1.0]).sum().backward()
@@ -536,3 +536,12 @@ def test_a_bad_backward_is_named_in_the_error():
         WrongShape.apply(x).sum().backward()
     with pytest.raises(TypeError, match="rawarray.backward returned a gradient of type ndarray"):
         RawArray.apply(x).sum().backward()
+
+
+def test_the_implied_gradient_error_names_each_functions_keyword():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError,
+                       match=r"pass a gradient of that shape \(grad_outputs=\.\.\.\)"):
+        mg.grad(x * 2, x)
+    with pytest.raises(RuntimeError, match=r"pass a gradient of that shape \(gradient=\.\.\.\)"):
+        (x * 2).backward()
