@@ -22,9 +22,10 @@ import numpy
 from .. import autograd
 from ..backends.numpy_batch_norm import accumulation_dtype, merge_moments
 from ..ops import stack
+from ..ops._promotion import require_floating
 from ..ops._shapes import kept_shape, normalize_axes
 from ..ops.base import Op
-from ..ops.normalize import _check_input, _constant
+from ..ops.normalize import _constant
 from . import group
 from .nn import AllReduce
 
@@ -53,7 +54,7 @@ class SyncNormalize(Op):
     @staticmethod
     def forward(ctx, x, *, axes, eps, check=None):
         xp = ctx.xp
-        _check_input(x, "sync_normalize")
+        require_floating("sync_normalize", x)
         ctx.axes, ctx.eps = normalize_axes("sync_normalize", axes, x.ndim), eps
         kept = kept_shape(x.shape, ctx.axes)
         group.check_agree("sync_normalize", (f"statistics of shape {kept}", str(x.dtype)),

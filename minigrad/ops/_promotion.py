@@ -142,3 +142,10 @@ def check_same_dtype(op, names, operands):
                           for name, x in zip(names, operands, strict=True) if x is not None)
     raise TypeError(f"{op}: the operands have different dtypes ({described}); {op} does not "
                     "promote, so cast them to one dtype (e.g. x.to(dtype=weight.dtype))")
+
+
+def require_floating(op, x, kinds="f"):
+    """A TypeError naming `op` unless the array or tensor `x` is floating (or of `kinds`)."""
+    if x.dtype.kind not in kinds:
+        raise TypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} (shape "
+                        f"{x.shape}); cast it first, e.g. x.float()")

@@ -6,6 +6,7 @@ selected with `where`, so an input on the unselected side gets exactly 0, as in 
 """
 import math
 
+from ._promotion import require_floating
 from ._shapes import dim_keywords, normalize_axes
 from .base import Op
 from .elementwise import where
@@ -17,18 +18,13 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
 
 
-def _check_floating(op, x):
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} "
-                        f"(shape {x.shape})")
-
 
 class Softmax(Op):
     """y = exp(x - logsumexp(x)) along `axis`;  dx = y * (g - sum(g * y))."""
 
     @staticmethod
     def forward(ctx, x, axis):
-        _check_floating("softmax", x)
+        require_floating("softmax", x)
         ctx.axis = normalize_axes("softmax", axis, x.ndim)[0]
         ctx.axis = ctx.axis if x.ndim else None   # a 0-d tensor's dim 0 or -1: all of it
         y = ctx.xp.exp(x - x.max(axis=ctx.axis, keepdims=True))
@@ -53,7 +49,7 @@ class LeakyRelu(Op):
 
     @staticmethod
     def forward(ctx, x, negative_slope):
-        _check_floating("leaky_relu", x)
+        require_floating("leaky_relu", x)
         ctx.positive, ctx.slope = x > 0, negative_slope
         return ctx.xp.where(ctx.positive, x, x * x.dtype.type(negative_slope))
 
@@ -71,7 +67,7 @@ class Elu(Op):
 
     @staticmethod
     def forward(ctx, x, alpha):
-        _check_floating("elu", x)
+        require_floating("elu", x)
         xp = ctx.xp
         ctx.positive, ctx.alpha = x > 0, alpha
         ctx.save(x)
@@ -94,7 +90,7 @@ class Softplus(Op):
 
     @staticmethod
     def forward(ctx, x, beta, threshold):
-        _check_floating("softplus", x)
+        require_floating("softplus", x)
         xp = ctx.xp
         bx = x * x.dtype.type(beta)
         ctx.linear, ctx.beta = bx > threshold, beta
@@ -117,7 +113,7 @@ class Hardtanh(Op):
 
     @staticmethod
     def forward(ctx, x, min_val, max_val):
-        _check_floating("hardtanh", x)
+        require_floating("hardtanh", x)
         if min_val > max_val:
             raise ValueError(f"hardtanh: min_val {min_val} is above max_val {max_val}")
         ctx.inside = (x > min_val) & (x < max_val)
@@ -143,7 +139,7 @@ class Silu(Op):
 
     @staticmethod
     def forward(ctx, x):
-        _check_floating("silu", x)
+        require_floating("silu", x)
         ctx.save(x)
         return x * (ctx.xp.tanh(x * 0.5) * 0.5 + 0.5)   # sigmoid without overflow
 
@@ -163,7 +159,7 @@ class Mish(Op):
 
     @staticmethod
     def forward(ctx, x):
-        _check_floating("mish", x)
+        require_floating("mish", x)
         xp = ctx.xp
         ctx.save(x)
         return x * xp.tanh(xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x))))
@@ -186,7 +182,7 @@ class Gelu(Op):
 
     @staticmethod
     def forward(ctx, x, approximate):
-        _check_floating("gelu", x)
+        require_floating("gelu", x)
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
         ctx.approximate = approximate

@@ -1,5 +1,6 @@
 """More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
 cumsum, cumprod, remainder, and the vector norm."""
+from ._promotion import require_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
 from .elementwise import where
@@ -9,18 +10,12 @@ from .reduction import max as max_
 from .reduction import sum as sum_
 
 
-def _check_floating(op, x):
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} "
-                        f"(shape {x.shape})")
-
-
 class Sin(Op):
     """sin(x);  dx = g * cos(x)."""
 
     @staticmethod
     def forward(ctx, x):
-        _check_floating("sin", x)
+        require_floating("sin", x)
         ctx.save(x)
         return ctx.xp.sin(x)
 
@@ -39,7 +34,7 @@ class Cos(Op):
 
     @staticmethod
     def forward(ctx, x):
-        _check_floating("cos", x)
+        require_floating("cos", x)
         ctx.save(x)
         return ctx.xp.cos(x)
 
@@ -139,7 +134,7 @@ class Cumprod(Op):
 
     @staticmethod
     def forward(ctx, x, axis):
-        _check_floating("cumprod", x)
+        require_floating("cumprod", x)
         ctx.axis = axis
         y = ctx.xp.cumprod(x, axis=axis)
         ctx.save(x, y)
@@ -192,7 +187,7 @@ class VectorNorm2(Op):
 
     @staticmethod
     def forward(ctx, x, axes, keepdims):
-        _check_floating("norm", x)
+        require_floating("norm", x)
         ctx.kept = kept_shape(x.shape, axes)
         # an array even for a full reduction (NumPy gives a scalar): saved as the output itself,
         # so a second derivative sees the norm move

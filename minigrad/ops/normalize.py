@@ -20,14 +20,9 @@ accumulates in float32; the statistics come back in that dtype).
 import math
 
 from .. import autograd
+from ._promotion import require_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-
-
-def _check_input(x, what):
-    if x.dtype.kind != "f":
-        raise TypeError(f"{what}: expected a floating tensor, got dtype {x.dtype} "
-                        f"(shape {x.shape})")
 
 
 def _broadcasts_to(shape, target):
@@ -44,7 +39,7 @@ class Normalize(Op):
     @staticmethod
     def forward(ctx, x, mean=None, var=None, *, axes, eps):
         xp = ctx.xp
-        _check_input(x, "normalize")
+        require_floating("normalize", x)
         ctx.axes, ctx.eps = normalize_axes("normalize", axes, x.ndim), eps
         ctx.inference = mean is not None
         if ctx.inference:

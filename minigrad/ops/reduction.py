@@ -8,6 +8,7 @@ import collections
 
 from ..backends.select import keep_mask
 from ..tensor import Tensor
+from ._promotion import require_floating
 from ._shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
@@ -36,12 +37,6 @@ def _reduced_shape(shape, axes):
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
-def _require_floating(name, x):
-    if x.dtype.kind not in "fc":
-        raise TypeError(f"{name}: needs a floating-point tensor, got dtype {x.dtype} (shape "
-                        f"{x.shape}); cast it first, e.g. x.float()")
-
-
 class Sum(Op):
     """sum(x, axis);  dx = g broadcast over the summed axes. Integers and bools sum in int64,
     as in PyTorch; the sum of nothing is 0."""
@@ -67,7 +62,7 @@ class Mean(Op):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        _require_floating("mean", x)
+        require_floating("mean", x, "fc")
         ctx.count = _reduce_setup(ctx, "mean", x, axis)
         if ctx.count == 0:
             return x.sum(axis=ctx.axes, keepdims=keepdims) * x.dtype.type("nan")
@@ -193,7 +188,7 @@ class Var(Op):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False, correction=1):
-        _require_floating("var", x)
+        require_floating("var", x, "fc")
         count = _reduce_setup(ctx, "var", x, axis)
         ctx.over_all = axis is None or x.ndim == 0
         ctx.dof = count - correction
@@ -247,7 +242,7 @@ def std(x, dim=None, keepdim=None, *, unbiased=None, correction=None, axis=None,
 
 def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
     """var's arguments read in PyTorch's spellings, errors naming `op`."""
-    _require_floating(op, x)
+    require_floating(op, x, "fc")
     axis, keepdims = dim_keywords(op, dim, keepdim, axis, keepdims)
     normalize_axes(op, axis, x.shape)   # errors name std, not var
     if unbiased is not None and correction is not None:
@@ -307,7 +302,7 @@ class LogSumExp(Op):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        _require_floating("logsumexp", x)
+        require_floating("logsumexp", x, "fc")
         xp = ctx.xp
         _reduce_setup(ctx, "logsumexp", x, axis)
         if x.size == 0:   # log of an empty sum: log 0

@@ -1,6 +1,7 @@
 """Special functions: erf, through the backend's "erf" kernel (NumPy has none)."""
 import math
 
+from ._promotion import require_floating
 from .base import Op
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -11,9 +12,7 @@ class Erf(Op):
 
     @staticmethod
     def forward(ctx, x):
-        if x.dtype.kind != "f":
-            raise TypeError(f"erf: expected a floating tensor, got dtype {x.dtype} "
-                            f"(shape {x.shape})")
+        require_floating("erf", x)
         ctx.save(x)
         return ctx.backend.kernel("erf")(x)
 
