@@ -381,3 +381,16 @@ def test_an_output_dtype_other_than_the_inputs_gets_gradients_in_each_inputs_dty
     assert y.dtype == np.float64
     y.sum().backward()
     assert x.grad.dtype == np.float32 and x.grad.numpy().tolist() == [2.0, 2.0]
+
+
+def test_a_training_step_changes_the_running_statistics_an_eval_graph_read():
+    """PyTorch runs this backward with the moved statistics and no word; minigrad refuses."""
+    layer = mg.nn.BatchNorm2d(3)
+    x = np.random.default_rng(0).standard_normal((4, 3, 2, 2)).astype(np.float32)
+    layer.eval()
+    evaluated = layer(mg.tensor(x, requires_grad=True)).sum()   # reads the running statistics
+    layer.train()
+    layer(mg.tensor(x))                                          # moves them in place
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: input 3 of "
+                                           r"fused_batch_norm"):
+        evaluated.backward()

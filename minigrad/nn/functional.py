@@ -22,6 +22,7 @@ from ..ops import (  # noqa: F401
 )
 from ..ops._promotion import check_same_dtype
 from ..tensor import Tensor
+from ..version import bump_version
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (  # noqa: F401
     binary_cross_entropy,
@@ -204,11 +205,13 @@ def _values_per_statistic(op, input, statistics, unit="channel"):
 def _update_running(running_mean, running_var, mean, var, count, factor):
     """running = (1 - factor) * running + factor * batch, in place on the buffers' arrays (so
     unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's
-    convention. `count` (values per statistic) is above 1."""
+    convention. `count` (values per statistic) is above 1. Both buffers' versions move on, so a
+    graph that read them (an evaluation-mode forward) refuses a backward afterwards."""
     unbiased = var.data * (count / (count - 1))
-    for running, batch in ((running_mean.data, mean.data), (running_var.data, unbiased)):
-        running *= 1.0 - factor
-        running += factor * batch
+    for running, batch in ((running_mean, mean.data), (running_var, unbiased)):
+        running.data *= 1.0 - factor
+        running.data += factor * batch
+        bump_version(running)
 
 
 def _use_fused(fused):
