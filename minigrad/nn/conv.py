@@ -83,41 +83,38 @@ class _Conv(Module):
         return text
 
 
-class Conv2d(_Conv):
+class _ForwardConv(_Conv):
+    """Conv1d and Conv2d: the input padded by padding_mode (when not zeros), then `_convolve`."""
+
+    def forward(self, input):
+        padded = self._padded(input)   # None unless padding_mode pads first
+        x, padding = (input, self.padding) if padded is None else (padded, 0)
+        return self._convolve(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                              self.groups)
+
+
+class Conv2d(_ForwardConv):
     """2-D cross-correlation of NCHW input (F.conv2d), zero padding or padding_mode "reflect",
     "replicate" or "circular" (the input padded first, then convolved without padding)."""
 
+    _convolve = staticmethod(F.conv2d)
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype)
 
-    def forward(self, input):
-        padded = self._padded(input)
-        if padded is None:
-            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                            self.dilation, self.groups)
-        return F.conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                        self.groups)
 
-
-class Conv1d(_Conv):
+class Conv1d(_ForwardConv):
     """1-D cross-correlation of (N, C, L) input (F.conv1d); padding_mode as in Conv2d."""
 
     dims = 1
+    _convolve = staticmethod(F.conv1d)
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype)
-
-    def forward(self, input):
-        padded = self._padded(input)
-        if padded is None:
-            return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                            self.dilation, self.groups)
-        return F.conv1d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                        self.groups)
 
 
 class ConvTranspose2d(_Conv):
