@@ -103,6 +103,24 @@ def test_relu_select_keeps_float16_and_float32_bits():
         np.testing.assert_array_equal(g.numpy(), np.array([0.0, 5.0, 0.0, -0.0], dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "float16",
+                                   "float32", "float64"])
+def test_relu_values_match_torch_in_every_dtype(dtype):
+    values = [-3, 0, 5, 100] if dtype == "uint8" else [-3, 0, 5, -100]
+    if dtype.startswith("float"):
+        values += [INF, -INF, NAN, 1e-30]
+    data = np.array(values).astype(dtype)
+    got = mg.tensor(data).relu().numpy()
+    expected = torch.relu(torch.from_numpy(data)).numpy()
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_relu_of_bool_is_an_error_as_in_torch():
+    with pytest.raises(TypeError, match="relu: not supported with a bool"):
+        mg.tensor([True, False]).relu()
+
+
 EMPTY = {   # name -> (minigrad, torch)
     "sum": (lambda x: x.sum(), lambda x: x.sum()),
     "sum_dim": (lambda x: x.sum(1), lambda x: x.sum(1)),

@@ -44,6 +44,8 @@ _STACK_MIN_USES = 16
 _STACK_ROWS = (8, 4, 2, 1)
 # ... while a stack stays this short: longer ones only push the block out of the cache.
 _STACK_MAX_ELEMENTS = 1 << 14
+# _dot_sums: rows of at least this many values go to BLAS (shorter ones lose to einsum)
+_BLAS_MIN_DOT = 1024
 
 
 def accumulation_dtype(xp, dtype):
@@ -72,9 +74,13 @@ def _scale(gamma, rstd):
 
 
 def _dot_sums(xp, a, b):
-    """Per-channel sum(a * b) of two (p, C, q) blocks, in their promoted dtype: matmul runs the
-    p*C dot products of length q (BLAS), nearly twice as fast as einsum's product loop."""
-    return xp.matmul(a[:, :, None, :], b[:, :, :, None]).sum(axis=(0, 2, 3))
+    """Per-channel sum(a * b) of two (p, C, q) blocks, in their promoted dtype. For long rows
+    matmul runs the p*C dot products of length q (BLAS), up to twice as fast as einsum's product
+    loop; for short ones (BatchNorm1d's (N, C, 1)) its cost per product makes it up to ten
+    times slower, and einsum runs them."""
+    if a.shape[2] >= _BLAS_MIN_DOT:
+        return xp.matmul(a[:, :, None, :], b[:, :, :, None]).sum(axis=(0, 2, 3))
+    return xp.einsum("pcq,pcq->c", a, b)
 
 
 def memory_order(x):

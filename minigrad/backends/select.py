@@ -8,7 +8,7 @@ is both: branch-free, and bit-exact (+0 where the mask is false, g's own bits wh
 """
 import numpy
 
-_SAME_WIDTH = {2: numpy.dtype("int16"), 4: numpy.dtype("int32"), 8: numpy.dtype("int64")}
+_SAME_WIDTH = {1: numpy.dtype("int8"), 2: numpy.dtype("int16"), 4: numpy.dtype("int32"), 8: numpy.dtype("int64")}
 
 
 def keep_mask(xp, drop, dtype):
