@@ -8,7 +8,7 @@ is both: branch-free, and bit-exact (+0 where the mask is false, g's own bits wh
 """
 import numpy
 
-_SAME_WIDTH = {1: numpy.dtype("int8"), 2: numpy.dtype("int16"), 4: numpy.dtype("int32"), 8: numpy.dtype("int64")}
+_SAME_WIDTH = {n: numpy.dtype(f"int{8 * n}") for n in (1, 2, 4, 8)}
 
 
 def keep_mask(xp, drop, dtype):

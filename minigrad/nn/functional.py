@@ -20,7 +20,6 @@ from ..ops import (  # noqa: F401
     sigmoid,
     tanh,
 )
-from ..ops._promotion import check_same_dtype
 from ..tensor import Tensor
 from ..version import bump_version
 from .interpolation import interpolate  # noqa: F401
@@ -38,14 +37,9 @@ from .loss_functions import (  # noqa: F401
 
 
 def linear(input, weight, bias=None):
-    """y = input @ weight^T + bias, with weight laid out (out_features, in_features)."""
-    check_same_dtype("linear", ("input", "weight", "bias"), (input, weight, bias))
-    if weight.ndim != 2 or input.ndim < 1 or input.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {input.shape} does not fit weight of shape "
-                         f"{weight.shape}: expected (*, {weight.shape[-1]}) inputs and a 2-D "
-                         "weight (out_features, in_features)")
-    out = ops.matmul(input, ops.transpose(weight))
-    return out if bias is None else ops.add(out, bias)
+    """y = input @ weight^T + bias, with weight laid out (out_features, in_features): one node
+    (`ops.Linear`), as in PyTorch."""
+    return ops.linear(input, weight, bias)
 
 
 def check_embedding_options(max_norm, scale_grad_by_freq, sparse):

@@ -85,7 +85,7 @@ from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_n
 from .fused_batch_norm_act import FusedBatchNormAct, composed_activation, fused_batch_norm_act
 from .indexing import GetItem, IndexAdd, IndexPut, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
-from .linalg import MatMul, matmul
+from .linalg import Linear, MatMul, linear, matmul
 from .loss import CrossEntropy, LogSoftmax, cross_entropy, log_softmax, nll_loss
 from .math import (
                          Ceil,

@@ -1,4 +1,6 @@
-"""Matrix product."""
+"""Matrix products: `matmul` (NumPy's rules) and `linear` (x W^T + b, as F.linear)."""
+import math
+
 from ._promotion import check_same_dtype
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
@@ -27,17 +29,64 @@ class MatMul(Op):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved
-        a2 = a if a.ndim > 1 else a.reshape((1, a.shape[0]))
-        b2 = b if b.ndim > 1 else b.reshape((b.shape[0], 1))
-        g2 = g.reshape(g.shape + (1,) if b.ndim == 1 else g.shape)   # b a column: g gains its axis
-        g2 = g2.reshape(g2.shape[:-1] + (1, g2.shape[-1])) if a.ndim == 1 else g2
+        a2 = _reshaped(a, a.shape if a.ndim > 1 else (1, a.shape[0]))
+        b2 = _reshaped(b, b.shape if b.ndim > 1 else (b.shape[0], 1))
+        g2 = _reshaped(g, g.shape + (1,) if b.ndim == 1 else g.shape)   # b a column: g gains it
+        g2 = _reshaped(g2, g2.shape[:-1] + (1, g2.shape[-1]) if a.ndim == 1 else g2.shape)
         da = db = None
         if ctx.needs_input_grad[0]:
-            da = unbroadcast(g2 @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)
+            da = _reshaped(unbroadcast(g2 @ b2.swapaxes(-1, -2), a2.shape), a.shape)
         if ctx.needs_input_grad[1]:
-            db = unbroadcast(a2.swapaxes(-1, -2) @ g2, b2.shape).reshape(b.shape)
+            db = _reshaped(unbroadcast(a2.swapaxes(-1, -2) @ g2, b2.shape), b.shape)
         return da, db
 
 
+def _reshaped(t, shape):
+    """t with `shape`: t itself when it has that shape already (no op to run and record)."""
+    return t if t.shape == shape else t.reshape(shape)
+
 def matmul(a, b):
     return MatMul.apply(a, b)
+
+
+class Linear(Op):
+    """x W^T + b over the last axis of x (W laid out (out, in), b optional);
+    dx = g W,  dW = g^T x,  db = g summed over all but its last axis.
+
+    One node instead of transpose, matmul and add: PyTorch's F.linear is one primitive too,
+    and its backward needs three products, not the seven ops of the composition's."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        ctx.save(x, weight)
+        y = ctx.xp.matmul(x, weight.T)
+        if bias is not None:
+            y += bias
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved
+        needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+        dx = g @ weight if needs_x else None
+        dweight = _rows(g).swapaxes(0, 1) @ _rows(x) if needs_weight else None
+        dbias = _rows(g).sum(axis=0) if needs_bias else None
+        return dx, dweight, dbias
+
+
+def _rows(t):
+    """t as a matrix of rows, its leading axes merged (t itself when it is one already)."""
+    return t if t.ndim == 2 else t.reshape((math.prod(t.shape[:-1]), t.shape[-1]))
+
+
+def linear(x, weight, bias=None):
+    """x W^T + b (see Linear), after checking that the operands fit."""
+    check_same_dtype("linear", ("input", "weight", "bias"), (x, weight, bias))
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape "
+                         f"{weight.shape}: expected (*, {weight.shape[-1]}) inputs and a 2-D "
+                         "weight (out_features, in_features)")
+    if bias is not None and bias.shape not in ((weight.shape[0],), (1,), ()):
+        raise ValueError(f"linear: bias of shape {bias.shape} does not fit weight of shape "
+                         f"{weight.shape}: expected ({weight.shape[0]},)")
+    return Linear.apply(x, weight, bias)
