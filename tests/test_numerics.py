@@ -71,6 +71,12 @@ SELECTS = {   # name -> (minigrad, torch, inputs)
     "amax": (lambda x: x.max(), lambda x: x.max(), [np.array([1.0, 3.0, 3.0, -1.0])]),
     "max_dim": (lambda x: x.max(0).values, lambda x: x.max(0).values,
                 [np.array([1.0, 3.0, 3.0, -1.0])]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), lambda x: torch.nn.functional.max_pool2d(x, 2),
+                   [rng(3).standard_normal((2, 3, 4, 6))]),
+    "max_pool2d_ties_overlap": (
+        lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
+        lambda x: torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1),
+        [np.round(rng(4).standard_normal((1, 2, 5, 5)))]),
 }
 
 

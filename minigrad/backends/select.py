@@ -20,6 +20,15 @@ def keep_mask(xp, drop, dtype):
     return mask
 
 
+def keep_where(xp, kept, dtype):
+    """The same mask from the boolean array `kept` of the positions to keep: all bits there, no
+    bits elsewhere (0 or 1, negated in place)."""
+    mask = kept.astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
+    xp.negative(mask, out=mask)
+    return mask
+
+
 def keep(g, mask):
-    """`g` where `mask` (from `keep_mask` for g's dtype) is set, +0 elsewhere."""
+    """`g` where `mask` (from `keep_mask` or `keep_where` for g's dtype) is set, +0 elsewhere;
+    g broadcasts against the mask."""
     return (g.view(mask.dtype) & mask).view(g.dtype)

@@ -337,17 +337,18 @@ def relu(a):
 
 
 class Keep(Op):
-    """g where `mask` (from backends.select.keep_mask) is set, +0 elsewhere: the select that
-    gradients of piecewise functions use;  dg = gg kept the same way."""
+    """g where `mask` (from backends.select) is set, +0 elsewhere, g broadcast to the mask's
+    shape: the select that gradients of piecewise functions use;
+    dg = gg kept the same way, summed back to g's shape."""
 
     @staticmethod
     def forward(ctx, g, mask):
-        ctx.mask = mask
+        ctx.mask, ctx.shape = mask, g.shape
         return select.keep(g, mask)
 
     @staticmethod
     def backward(ctx, gg):
-        return Keep.apply(gg, mask=ctx.mask)
+        return unbroadcast(Keep.apply(gg, mask=ctx.mask), ctx.shape)
 
 
 class Abs(Op):

@@ -18,7 +18,9 @@ Average pooling divides each window's sum by its count: kh*kw with count_include
 counted, as in PyTorch's default), only the input positions without it; the positions past the
 padding that ceil_mode adds never count; divisor_override replaces the count.
 """
+from ..backends.select import keep_where
 from .base import Op
+from .elementwise import Keep
 from .window import NO_DILATION, Fold, output_size, pair, sliding_windows
 
 
@@ -84,11 +86,13 @@ def window_max(xp, windows):
 def first_max_mask(xp, windows, out):
     """Boolean mask, in window layout, of the first maximal element of every window."""
     mask = windows == out[:, None, None]
-    taken = xp.zeros(out.shape, dtype=bool)
-    for i, j in _offsets(mask):
+    first, *rest = _offsets(mask)
+    taken = mask[:, first[0], first[1]].copy()   # windows whose maximum is marked already
+    for k, (i, j) in enumerate(rest):
         hit = mask[:, i, j]
-        hit &= ~taken            # a later tie loses to an earlier maximum
-        taken |= hit
+        xp.greater(hit, taken, out=hit)   # hit and not taken: a later tie loses
+        if k < len(rest) - 1:
+            taken |= hit
     return mask
 
 
@@ -113,7 +117,7 @@ class MaxPool2d(Op):
                            -float("inf"), dilation)
         out = window_max(ctx.xp, windows)
         mask = first_max_mask(ctx.xp, windows, out)
-        ctx.save(mask)
+        ctx.keep = keep_where(ctx.xp, mask, x.dtype)
         if return_indices:
             return out.transpose(3, 0, 1, 2), _flat_indices(ctx.xp, mask, x.shape, stride,
                                                             ctx.padding, dilation)
@@ -121,8 +125,8 @@ class MaxPool2d(Op):
 
     @staticmethod
     def backward(ctx, g, g_indices=None):
-        (mask,) = ctx.saved
-        return _fold(ctx, _per_window(g) * mask)
+        # a select, as PyTorch's scatter: an inf or NaN in g reaches only the maximum
+        return _fold(ctx, Keep.apply(_per_window(g), mask=ctx.keep))
 
 
 def _counts(n, k, s, before, out, count_include_pad):
