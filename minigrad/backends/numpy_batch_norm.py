@@ -203,9 +203,10 @@ class ArrayBatchNorm:
         Broadcasting a (C, 1) column makes NumPy run one short inner loop per (row, channel); a
         contiguous (r, C, cols) stack of rows of the repeated values lets it run one long loop per
         r rows (r divides the row count of every block; rows already long stay single). See the
-        constants above."""
+        constants above. With one column (BatchNorm1d, channels last) NumPy drops that axis and
+        runs one loop over the channels per row already: the column is used as it is."""
         uses = x3.shape[0] * (x3.shape[2] // shape[2])
-        if uses < _SPREAD_MIN_USES:
+        if uses < _SPREAD_MIN_USES or shape[2] == 1:
             return [v[:, None] for v in vectors]
         row = shape[1] * shape[2]
         r = 1 if uses < _STACK_MIN_USES else next(
