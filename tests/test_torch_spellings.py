@@ -89,6 +89,20 @@ def test_max_and_min_along_a_dim_return_values_and_indices_like_torch():
             torch.autograd.grad(expected.values, tx, torch.tensor(upstream))[0].numpy())
 
 
+@pytest.mark.parametrize("name, call", [
+    ("sort", lambda x: x.sort(dim=1, descending=True)),
+    ("topk", lambda x: x.topk(2, dim=1)),
+    ("topk_smallest", lambda x: x.topk(1, dim=0, largest=False)),
+])
+def test_sort_and_topk_return_named_values_and_indices_like_torch(name, call):
+    data = np.array([[1.0, 5.0, 3.0], [2.0, 0.0, -1.0]])
+    got, expected = call(mg.tensor(data)), call(torch.tensor(data))
+    assert type(got).__name__ == type(expected).__name__ == name.split("_")[0]
+    assert got._fields == ("values", "indices")
+    np.testing.assert_array_equal(got.values.numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(got.indices.numpy(), expected.indices.numpy())
+
+
 def test_max_and_min_without_dim_or_with_a_tensor():
     a, b = mg.tensor([1.0, 4.0, 2.0]), mg.tensor([3.0, 0.0, 2.0])
     assert a.max().item() == 4.0 and a.min().item() == 1.0

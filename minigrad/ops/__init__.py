@@ -110,7 +110,7 @@ from .math import (
                          sin,
 )
 from .normalize import Normalize, normalize
-from .ordering import PutAlongAxis, TakeAlongAxis, argsort, sort, topk
+from .ordering import PutAlongAxis, SortResult, TakeAlongAxis, TopkResult, argsort, sort, topk
 from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 from .rearrange import (
                          Clone,

@@ -2,10 +2,16 @@
 
 The sorted values are x gathered at the sorting indices (TakeAlongAxis); the gradient goes back
 to the places they were taken from (PutAlongAxis, a scatter-add). The indices are constants.
+sort and topk return named (values, indices) pairs, as PyTorch's do.
 """
+import collections
+
 from ..tensor import Tensor
 from ._shapes import normalize_axes
 from .base import Op
+
+SortResult = collections.namedtuple("sort", ["values", "indices"])
+TopkResult = collections.namedtuple("topk", ["values", "indices"])
 
 
 class TakeAlongAxis(Op):
@@ -59,11 +65,11 @@ def sort(x, dim=-1, descending=False, stable=False):
     """(values, indices) of x sorted along `dim` (stably, whatever `stable` says; NaN sorts
     last ascending, first descending, as in PyTorch)."""
     if x.ndim == 0:
-        return x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend)
+        return SortResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
     axis = _axis("sort", dim, x)
     indices = _sorting_indices(x.backend.xp, x.data, axis, descending)
     values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
-    return values, Tensor.from_array(indices, x.backend)
+    return SortResult(values, Tensor.from_array(indices, x.backend))
 
 
 def argsort(x, dim=-1, descending=False, stable=False):
@@ -79,8 +85,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         raise ValueError(f"topk: k={k!r} must be an int in [0, {length}] for dim {dim} of a "
                          f"tensor of shape {x.shape}")
     if x.ndim == 0:
-        return x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend)
+        return TopkResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
     order = _sorting_indices(x.backend.xp, x.data, axis, largest)
     indices = order[(slice(None),) * axis + (slice(0, k),)]
     values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
-    return values, Tensor.from_array(indices, x.backend)
+    return TopkResult(values, Tensor.from_array(indices, x.backend))
