@@ -13,19 +13,16 @@ _SAME_WIDTH = {n: numpy.dtype(f"int{8 * n}") for n in (1, 2, 4, 8)}
 
 def keep_mask(xp, drop, dtype):
     """Integers as wide as `dtype`: no bits set where the boolean array `drop` holds, all bits
-    elsewhere. Made once (in forward) and applied with `keep`; built in place (0 or 1, minus
-    1) so that it costs one conversion and no further array."""
-    mask = drop.astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
-    mask -= 1
-    return mask
+    elsewhere. Made once (in forward) and applied with `keep`. Built narrow, then widened: the
+    bools as int8 minus 1 (0 or -1, a quarter of the memory of the wide mask), then one
+    conversion, whose sign extension keeps -1 all ones."""
+    return (drop.view(xp.int8) - xp.int8(1)).astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
 
 
 def keep_where(xp, kept, dtype):
     """The same mask from the boolean array `kept` of the positions to keep: all bits there, no
-    bits elsewhere (0 or 1, negated in place)."""
-    mask = kept.astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
-    xp.negative(mask, out=mask)
-    return mask
+    bits elsewhere (the bools as int8, negated, then widened as in keep_mask)."""
+    return xp.negative(kept.view(xp.int8)).astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
 
 
 def keep(g, mask):
