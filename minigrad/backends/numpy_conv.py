@@ -34,18 +34,6 @@ from .numpy_winograd import Winograd3x3
 SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
 BLOCK_ELEMENTS = 1 << 17   # values per im2col block (512 kB of float32): block and products in L2
 WINOGRAD_MIN_CHANNELS = 16   # 3x3 stride-1 convs with this many input channels use Winograd
-TRANSPOSED_PRODUCT_BELOW = 64   # forward products with fewer output channels run transposed
-
-
-def _product_into(xp, a, b, out):
-    """out = a @ b, for a weight `a` (O, K) and a block of columns `b` (K, cols). With few
-    output channels OpenBLAS runs the transposed product b^T a^T up to twice as fast (single
-    precision, 16 - 32 channels), so it runs that way and is copied back transposed; the copy
-    is of one block, in cache."""
-    if a.shape[0] < TRANSPOSED_PRODUCT_BELOW:
-        out[...] = xp.matmul(b.T, a.T).T
-    else:
-        xp.matmul(a, b, out=out)
 
 
 class BlockedConv2d:
@@ -104,8 +92,8 @@ class BlockedConv2d:
             if cols.shape[0] < self.short_contraction:   # per output row: (rows, O, Wo*N)
                 xp.matmul(w2, cols.swapaxes(0, 1), out=out[:, y0:y1].swapaxes(0, 1))
             else:
-                _product_into(xp, w2, cols.reshape(cols.shape[0], -1),
-                              flat[:, y0 * wo * n:y1 * wo * n])
+                xp.matmul(w2, cols.reshape(cols.shape[0], -1),
+                          out=flat[:, y0 * wo * n:y1 * wo * n])
         return out.reshape(o, ho, wo, n)
 
     def input_grad(self, weight, g):
