@@ -1,5 +1,5 @@
 """nn: ModuleList, ModuleDict, Identity; Module.requires_grad_, float/double/half,
-named_modules, apply, zero_grad, forward hooks; nn.utils clipping and flat parameter vectors.
+named_modules, apply, zero_grad, forward hooks, the order of re-assigned attributes; nn.utils clipping and flat parameter vectors.
 Each against the same thing done in torch.nn."""
 import math
 
@@ -95,6 +95,25 @@ def test_module_dict_edits_like_torch():
 
 
 # --------------------------------------------------------------------------- module methods
+def test_reassigned_submodules_parameters_and_buffers_keep_their_place_like_torch():
+    orders = []
+    for lib in (nn, torch.nn):
+        model = lib.Module()
+        model.first, model.second = lib.Linear(2, 2), lib.ReLU()
+        model.first = lib.Linear(2, 3)   # re-assigned: stays first
+        model.w, model.v = lib.Parameter(lib.Linear(1, 1).weight), lib.Parameter(
+            lib.Linear(1, 1).weight)
+        model.w = lib.Parameter(lib.Linear(1, 2).weight)
+        model.register_buffer("m", lib.Linear(1, 1).weight.detach())
+        model.register_buffer("n", lib.Linear(1, 1).weight.detach())
+        model.register_buffer("m", lib.Linear(1, 3).weight.detach(), persistent=False)
+        orders.append(([name for name, _ in model.named_children()],
+                       [name for name, _ in model.named_parameters(recurse=False)],
+                       [name for name, _ in model.named_buffers(recurse=False)],
+                       list(model.state_dict())))
+    assert orders[0] == orders[1]
+
+
 def test_requires_grad_freezes_parameters():
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
     assert model[0].requires_grad_(False) is model[0]

@@ -91,10 +91,13 @@ class Module:
                                  "assigning attributes")
         return self._parameters, self._buffers, self._modules
 
-    def _forget(self, name):
-        """Remove `name` from every registry and the instance dict (before re-assigning it)."""
+    def _forget(self, name, keep=None):
+        """Remove `name` from every registry but `keep` and from the instance dict (before
+        re-assigning it): a name re-assigned in its own registry keeps its place in the order
+        there, as in PyTorch."""
         for registry in self._registries():
-            registry.pop(name, None)
+            if registry is not keep:
+                registry.pop(name, None)
         self._non_persistent_buffers.discard(name)
         self.__dict__.pop(name, None)
 
@@ -107,7 +110,7 @@ class Module:
     def register_parameter(self, name, param):
         """Add a parameter (a `Parameter` or None, for an absent optional one such as a bias)."""
         self._check(name, param, Parameter, "register_parameter")
-        self._forget(name)
+        self._forget(name, keep=self._parameters)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -119,14 +122,14 @@ class Module:
         self._check(name, tensor, Tensor, "register_buffer")
         if isinstance(tensor, Parameter):
             raise TypeError(f"register_buffer: {name!r} is a Parameter; use register_parameter")
-        self._forget(name)
+        self._forget(name, keep=self._buffers)
         self._buffers[name] = tensor
         if not persistent:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
         self._check(name, module, Module, "add_module")
-        self._forget(name)
+        self._forget(name, keep=self._modules)
         self._modules[name] = module
 
     def __setattr__(self, name, value):
