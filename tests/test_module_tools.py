@@ -1,6 +1,6 @@
 """nn: ModuleList, ModuleDict, Identity; Module.requires_grad_, float/double/half,
-named_modules, apply, zero_grad, forward hooks, the order of re-assigned attributes; nn.utils clipping and flat parameter vectors.
-Each against the same thing done in torch.nn."""
+named_modules, apply, zero_grad, forward hooks, the order of re-assigned attributes; nn.utils
+clipping and flat parameter vectors. Each against the same thing done in torch.nn."""
 import math
 
 import numpy as np
