@@ -17,10 +17,7 @@ class Adagrad(Optimizer):
                                       weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value))
 
-    def _check_settings(self, group):
-        for key in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
-            if group[key] < 0:
-                raise ValueError(f"Adagrad: {key} must be >= 0, not {group[key]}")
+    non_negative = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def _update(self, param, grad, state, group):
         xp = param.backend.xp

@@ -21,11 +21,11 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
+    non_negative = ("lr", "eps", "weight_decay")
+
     def _check_settings(self, group):
+        super()._check_settings(group)
         name = type(self).__name__
-        for key in ("lr", "eps", "weight_decay"):
-            if group[key] < 0:
-                raise ValueError(f"{name}: {key} must be >= 0, not {group[key]}")
         if len(group["betas"]) != 2 or not all(0.0 <= b < 1.0 for b in group["betas"]):
             raise ValueError(f"{name}: betas must be two numbers in [0, 1), not "
                              f"{group['betas']}")

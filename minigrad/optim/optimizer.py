@@ -51,8 +51,14 @@ class Optimizer:
         self._check_settings(group)
         self.param_groups.append(group)
 
+    non_negative = ()   # the settings the update rule needs >= 0
+
     def _check_settings(self, group):
-        """Raise ValueError for settings the update rule cannot use."""
+        """Raise ValueError for settings the update rule cannot use: any of `non_negative`
+        below 0 (a subclass with further rules checks them after calling this)."""
+        for key in self.non_negative:
+            if group[key] < 0:
+                raise ValueError(f"{type(self).__name__}: {key} must be >= 0, not {group[key]}")
 
     def zero_grad(self, set_to_none=True):
         """Forget every parameter's gradient (None, or zeros in place)."""

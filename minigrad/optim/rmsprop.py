@@ -18,10 +18,7 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
                                       centered=centered, weight_decay=weight_decay))
 
-    def _check_settings(self, group):
-        for key in ("lr", "alpha", "eps", "weight_decay", "momentum"):
-            if group[key] < 0:
-                raise ValueError(f"RMSprop: {key} must be >= 0, not {group[key]}")
+    non_negative = ("lr", "alpha", "eps", "weight_decay", "momentum")
 
     def _update(self, param, grad, state, group):
         xp = param.backend.xp

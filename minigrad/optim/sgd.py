@@ -17,10 +17,10 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov))
 
+    non_negative = ("lr", "momentum", "weight_decay")
+
     def _check_settings(self, group):
-        for key in ("lr", "momentum", "weight_decay"):
-            if group[key] < 0:
-                raise ValueError(f"SGD: {key} must be >= 0, not {group[key]}")
+        super()._check_settings(group)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0, got "
                              f"momentum={group['momentum']}, dampening={group['dampening']}")
