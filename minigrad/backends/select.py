@@ -16,13 +16,19 @@ def keep_mask(xp, drop, dtype):
     elsewhere. Made once (in forward) and applied with `keep`. Built narrow, then widened: the
     bools as int8 minus 1 (0 or -1, a quarter of the memory of the wide mask), then one
     conversion, whose sign extension keeps -1 all ones."""
-    return (drop.view(xp.int8) - xp.int8(1)).astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
+    return _widened(xp, drop.view(xp.int8) - xp.int8(1), dtype)
 
 
 def keep_where(xp, kept, dtype):
     """The same mask from the boolean array `kept` of the positions to keep: all bits there, no
     bits elsewhere (the bools as int8, negated, then widened as in keep_mask)."""
-    return xp.negative(kept.view(xp.int8)).astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
+    return _widened(xp, xp.negative(kept.view(xp.int8)), dtype)
+
+
+def _widened(xp, narrow, dtype):
+    """An int8 mask of 0 and -1 as integers as wide as `dtype` (sign extension: -1 stays all
+    ones)."""
+    return narrow.astype(_SAME_WIDTH[xp.dtype(dtype).itemsize])
 
 
 def keep(g, mask):

@@ -45,6 +45,7 @@ def _reshaped(t, shape):
     """t with `shape`: t itself when it has that shape already (no op to run and record)."""
     return t if t.shape == shape else t.reshape(shape)
 
+
 def matmul(a, b):
     return MatMul.apply(a, b)
 
@@ -54,7 +55,7 @@ class Linear(Op):
     dx = g W,  dW = g^T x,  db = g summed over all but its last axis.
 
     One node instead of transpose, matmul and add: PyTorch's F.linear is one primitive too,
-    and its backward needs three products, not the seven ops of the composition's."""
+    and its backward runs four ops, not the ten of the composition's."""
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -68,9 +69,10 @@ class Linear(Op):
     def backward(ctx, g):
         x, weight = ctx.saved
         needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+        g_rows = _rows(g)
         dx = g @ weight if needs_x else None
-        dweight = _rows(g).swapaxes(0, 1) @ _rows(x) if needs_weight else None
-        dbias = _rows(g).sum(axis=0) if needs_bias else None
+        dweight = g_rows.swapaxes(0, 1) @ _rows(x) if needs_weight else None
+        dbias = g_rows.sum(axis=0) if needs_bias else None
         return dx, dweight, dbias
 
 

@@ -88,11 +88,10 @@ def first_max_mask(xp, windows, out):
     mask = windows == out[:, None, None]
     first, *rest = _offsets(mask)
     taken = mask[:, first[0], first[1]].copy()   # windows whose maximum is marked already
-    for k, (i, j) in enumerate(rest):
+    for i, j in rest:
         hit = mask[:, i, j]
         xp.greater(hit, taken, out=hit)   # hit and not taken: a later tie loses
-        if k < len(rest) - 1:
-            taken |= hit
+        taken |= hit
     return mask
 
 
