@@ -37,8 +37,8 @@ SHAPES = [(64, 6, 28, 28), (64, 16, 10, 10), (256, 64, 32, 32)]
 
 def _minigrad_case(x_data, g_data, fused):
     layer = mg.nn.BatchNorm2d(x_data.shape[1], fused=fused)
-    layer.weight.data[...] = np.linspace(0.5, 2.0, x_data.shape[1])
-    layer.bias.data[...] = np.linspace(-1.0, 1.0, x_data.shape[1])
+    layer.weight.array[...] = np.linspace(0.5, 2.0, x_data.shape[1])
+    layer.bias.array[...] = np.linspace(-1.0, 1.0, x_data.shape[1])
     x = mg.tensor(x_data, requires_grad=True)
     g = mg.tensor(g_data)
     wanted = [x, layer.weight, layer.bias]

@@ -56,7 +56,7 @@ def copy_bandwidth(cupy, time, nbytes):
     """Device-to-device cudaMemcpy bandwidth in GB/s (bytes read + bytes written)."""
     src = cupy.ones(nbytes // 4, cupy.float32)
     dst = cupy.empty_like(src)
-    ms = time(lambda: dst.data.copy_from_device_async(src.data, src.nbytes))
+    ms = time(lambda: dst.array.copy_from_device_async(src.array, src.nbytes))
     return 2 * src.nbytes / (ms * 1e-3) / 1e9
 
 

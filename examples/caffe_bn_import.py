@@ -150,8 +150,8 @@ def trained_lenet_bn():
     batch_norms = [m for m in model if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
     for bn in batch_norms:
         bn.momentum = None
-        bn.weight.data[...] = np.linspace(0.5, 1.5, bn.num_features)
-        bn.bias.data[...] = np.linspace(-0.2, 0.2, bn.num_features)
+        bn.weight.array[...] = np.linspace(0.5, 1.5, bn.num_features)
+        bn.bias.array[...] = np.linspace(-0.2, 0.2, bn.num_features)
     with mg.no_grad():
         for seed in range(20):
             model(mg.tensor(images(seed, 16)))

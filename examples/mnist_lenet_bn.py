@@ -118,12 +118,12 @@ def warmup_cosine(optimizer, total, lr_scheduler=mg.optim.lr_scheduler):
 @contextlib.contextmanager
 def kept_buffers(model):
     """Run a block and put every buffer (running statistics, batch counters) back as it was."""
-    saved = [(buffer, buffer.data.copy()) for _, buffer in model.named_buffers()]
+    saved = [(buffer, buffer.array.copy()) for _, buffer in model.named_buffers()]
     try:
         yield
     finally:
         for buffer, data in saved:
-            buffer.data[...] = data
+            buffer.array[...] = data
 
 
 def accuracy(model, loader, bn_mode="eval"):
@@ -135,7 +135,7 @@ def accuracy(model, loader, bn_mode="eval"):
         model.train(bn_mode == "train")
         for images, labels in loader:
             predicted = model(images).argmax(axis=1)
-            correct += int((predicted == labels).data.sum())
+            correct += int((predicted == labels).array.sum())
             total += labels.shape[0]
     model.train(was_training)
     return 100.0 * correct / total
@@ -192,7 +192,7 @@ def train_epoch(model, loader, optimizer, scheduler, progress):
         loss.backward()
         optimizer.step()
         scheduler.step()
-        correct = int((logits.data.argmax(axis=1) == labels.data).sum())
+        correct = int((logits.array.argmax(axis=1) == labels.array).sum())
         progress.update(loss.item(), correct, labels.shape[0])
     return progress.loss_sum / max(progress.examples, 1)
 

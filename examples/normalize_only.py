@@ -17,7 +17,7 @@ import minigrad as mg
 
 def gradients_allocated(leaves):
     """'name (bytes)' for every leaf that received a gradient."""
-    return ", ".join(f"{name} ({leaf.grad.data.nbytes} B)" for name, leaf in leaves.items()
+    return ", ".join(f"{name} ({leaf.grad.array.nbytes} B)" for name, leaf in leaves.items()
                      if leaf is not None and leaf.grad is not None)
 
 
@@ -34,7 +34,7 @@ def run(batch_norm, x_data, g_data, use_gamma, use_beta, device):
     (y * mg.tensor(g_data, device=device)).sum().backward()
     leaves = {"x": x, "gamma": gamma, "beta": beta}
     grads = {k: v.grad.numpy() for k, v in leaves.items() if v is not None}
-    return y.numpy(), grads, len(tape), leaves
+    return y.detach().numpy(), grads, len(tape), leaves
 
 
 def main():
@@ -52,8 +52,8 @@ def main():
         y, mean, var = mg.ops.normalize(x, axes=(0, 2, 3))
     (y * mg.tensor(g_data, device=device)).sum().backward()
     print("   tape:", str(tape).replace("\n", "\n         "))
-    print("   per-channel mean of y:", y.numpy().mean(axis=(0, 2, 3)).round(6) + 0.0)
-    print("   per-channel var of y: ", y.numpy().var(axis=(0, 2, 3)).round(4))
+    print("   per-channel mean of y:", y.detach().numpy().mean(axis=(0, 2, 3)).round(6) + 0.0)
+    print("   per-channel var of y: ", y.detach().numpy().var(axis=(0, 2, 3)).round(4))
     print("   statistics require grad:", mean.requires_grad, var.requires_grad)
     print("   gradients allocated:", gradients_allocated({"x": x}),
           "-- there is no gamma or beta, so nothing else")

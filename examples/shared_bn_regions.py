@@ -31,8 +31,8 @@ nn = mg.nn
 def region_layer(x, g, regions, fused):
     """forward + backward through one RegionBatchNorm2d."""
     layer = nn.RegionBatchNorm2d(x.shape[1], regions, fused=fused)
-    layer.weight.data[...] = np.linspace(0.5, 2.0, x.shape[1])
-    layer.bias.data[...] = np.linspace(-1.0, 1.0, x.shape[1])
+    layer.weight.array[...] = np.linspace(0.5, 2.0, x.shape[1])
+    layer.bias.array[...] = np.linspace(-1.0, 1.0, x.shape[1])
     xt = mg.tensor(x, requires_grad=True)
     y = layer(xt)
     y.backward(mg.tensor(g))
@@ -42,8 +42,8 @@ def region_layer(x, g, regions, fused):
 def slice_and_concatenate(x, g, regions, fused):
     """The forum's version: one shared BatchNorm2d called on each band, then concatenate."""
     layer = nn.BatchNorm2d(x.shape[1], fused=fused)
-    layer.weight.data[...] = np.linspace(0.5, 2.0, x.shape[1])
-    layer.bias.data[...] = np.linspace(-1.0, 1.0, x.shape[1])
+    layer.weight.array[...] = np.linspace(0.5, 2.0, x.shape[1])
+    layer.bias.array[...] = np.linspace(-1.0, 1.0, x.shape[1])
     xt = mg.tensor(x, requires_grad=True)
     band = x.shape[2] // regions
     outputs = [layer(xt[:, :, i * band:(i + 1) * band]) for i in range(regions)]

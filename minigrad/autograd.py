@@ -272,9 +272,9 @@ def _accumulate_grad(leaf, grad, create_graph):
         with enable_grad():
             leaf._grad = grad if leaf._grad is None else leaf._grad + grad
     elif leaf._grad is None:
-        leaf._grad = Tensor.from_array(grad.data.copy(), grad._backend)
+        leaf._grad = Tensor.from_array(grad.array.copy(), grad._backend)
     else:
-        leaf._grad = Tensor.from_array(leaf._grad.data + grad.data, grad._backend)
+        leaf._grad = Tensor.from_array(leaf._grad.array + grad.array, grad._backend)
 
 
 def _root_grad(tensor, grad, what):
@@ -285,7 +285,7 @@ def _root_grad(tensor, grad, what):
             f"{what}: the output does not require grad (it was computed in no_grad mode or from "
             "tensors without requires_grad=True), so there is nothing to differentiate")
     if grad is None:
-        if tensor.data.size != 1:
+        if tensor.array.size != 1:
             raise RuntimeError(
                 f"{what}: a gradient can be implied only for a one-element output, but this one "
                 f"has shape {tensor.shape}; pass a gradient of that shape "

@@ -221,6 +221,6 @@ def randperm(n, dtype=None, device=None, requires_grad=False):
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when |a - b| <= atol + rtol * |b| everywhere (tensors, arrays or numbers)."""
     def host(value):
-        return value.numpy() if isinstance(value, Tensor) else numpy.asarray(value)
+        return value.numpy(force=True) if isinstance(value, Tensor) else numpy.asarray(value)
 
     return bool(numpy.allclose(host(a), host(b), rtol=rtol, atol=atol, equal_nan=equal_nan))

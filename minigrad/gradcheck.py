@@ -28,7 +28,7 @@ def _prepare(inputs):
     prepared = []
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.kind == "f":
-            x = Tensor.from_array(x.data.astype("float64", copy=True), x.backend).requires_grad_(
+            x = Tensor.from_array(x.array.astype("float64", copy=True), x.backend).requires_grad_(
                 x.requires_grad)
         prepared.append(x)
     return prepared
@@ -45,7 +45,7 @@ def _projection(fn, inputs, seed):
     @autograd.no_grad()   # only values are needed: no tape
     def loss(*args):
         outs = _as_tuple(fn(*args))
-        return sum(float((w * outs[i].numpy()).sum()) for w, i in zip(weights, picked))
+        return sum(float((w * outs[i].numpy(force=True)).sum()) for w, i in zip(weights, picked))
 
     return outputs, weights, loss
 
@@ -78,14 +78,14 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exce
     worst = None   # (excess over the tolerance, input position, index, analytic, numeric)
     for k, g in zip(checked, analytic):
         x = inputs[k]
-        g = numpy.zeros(x.shape) if g is None else g.numpy()
+        g = numpy.zeros(x.shape) if g is None else g.numpy(force=True)
         for index in numpy.ndindex(*x.shape):   # element by element, whatever the layout
-            original = x.data[index]
-            x.data[index] = original + eps
+            original = x.array[index]
+            x.array[index] = original + eps
             plus = loss(*inputs)
-            x.data[index] = original - eps
+            x.array[index] = original - eps
             minus = loss(*inputs)
-            x.data[index] = original
+            x.array[index] = original
             numeric = (plus - minus) / (2 * eps)
             excess = abs(g[index] - numeric) - (atol + rtol * abs(numeric))
             if worst is None or excess > worst[0]:

@@ -31,12 +31,12 @@ def arithmetic(x, name, other, alpha=1):
         value = value * alpha
     xp = x._backend.xp
     true_division = (1.0,) if name == "div_" else ()   # an integer / an integer is a float
-    _check_fits(x, name, value, xp.result_type(x.data, _raw(value), *true_division))
+    _check_fits(x, name, value, xp.result_type(x.array, _raw(value), *true_division))
     if _records(x, name, [value]):
         new = _ARITHMETIC[name](_old_value(x), value)
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
-        getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.data,
+        getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.array,
                                   casting="same_kind")
     bump_version(x)
     return x
@@ -72,7 +72,7 @@ def clamp(x, min=None, max=None):
         raise TypeError(f"clamp_: min and max must be numbers, got "
                         f"{[type(b).__name__ for b in bounds]}")
     xp = x._backend.xp
-    _check_fits(x, "clamp_", bounds[0], xp.result_type(x.data, *bounds))
+    _check_fits(x, "clamp_", bounds[0], xp.result_type(x.array, *bounds))
     if _records(x, "clamp_", []):
         new = _old_value(x)
         if min is not None:
@@ -81,7 +81,7 @@ def clamp(x, min=None, max=None):
             new = ops.where(new > max, max, new)
         _rebase(x, new)
     else:
-        xp.clip(_writable(x, "clamp_"), min, max, out=x.data)
+        xp.clip(_writable(x, "clamp_"), min, max, out=x.array)
     bump_version(x)
     return x
 
@@ -121,7 +121,7 @@ def _records(x, name, values):
 
 def _old_value(x):
     """x's value before the change, in memory of its own, at x's place in the graph."""
-    old = Tensor.from_array(x.data.copy(), x._backend)
+    old = Tensor.from_array(x.array.copy(), x._backend)
     old.requires_grad, old._node, old._index = x.requires_grad, x._node, x._index
     return old
 
@@ -129,7 +129,7 @@ def _old_value(x):
 def _rebase(x, new):
     """x takes new's value (into x's own memory) and new's place in the graph."""
     _writable(x, "in-place")
-    x.data[...] = new.data
+    x.array[...] = new.array
     x.requires_grad, x._node, x._index = new.requires_grad, new._node, new._index
 
 
@@ -137,7 +137,7 @@ def _writable(x, name):
     """x's array, ready to be written: an op's output that views its input's memory comes
     read-only from Op.apply (the view forward got), and is made writable here, as the memory
     it views is; a broadcast view, whose elements share memory, cannot be written."""
-    data = x.data
+    data = x.array
     if not getattr(data.flags, "writeable", True):
         if any(step == 0 and n > 1 for step, n in zip(data.strides, data.shape, strict=True)):
             raise RuntimeError(f"{name}: more than one element of the tensor (shape {x.shape}) "
@@ -176,7 +176,7 @@ def _check_fits(x, name, value, result_dtype):
 
 
 def _raw(value):
-    return value.data if isinstance(value, Tensor) else value
+    return value.array if isinstance(value, Tensor) else value
 
 
 def _shape(value):

@@ -14,7 +14,7 @@ _UNSAID_DTYPES = ("float32", "int64", "bool")
 
 
 def tensor_repr(tensor):
-    array = tensor.numpy()
+    array = tensor.numpy(force=True)
     text = numpy.array2string(array, separator=", ", prefix="tensor(")
     extras = [f"size={array.shape}"] if array.size == 0 else []   # "[]" alone hides the shape
     if array.dtype.name not in _UNSAID_DTYPES:

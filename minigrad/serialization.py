@@ -49,7 +49,7 @@ def _is_array(value):
 def _as_array(value, where, check):
     """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
     if isinstance(value, Tensor):
-        value = value.numpy()
+        value = value.numpy(force=True)
     try:
         array = numpy.asarray(value, order="C")
     except Exception as error:  # a foreign array type that refuses conversion

@@ -31,7 +31,7 @@ def _as_array(data, dtype, device, copy):
     rules above; a copy when `copy` or when it must move, else the array itself if it fits."""
     dtype = as_dtype(dtype)
     if isinstance(data, Tensor):
-        data = data.data
+        data = data.array
     source = backend_of(data)
     backend = source if device is None else get_backend(device)
     xp = backend.xp
@@ -70,7 +70,7 @@ def _check_can_require_grad(dtype, what):
 
 
 class Tensor(TensorMethods):
-    """A backend array (`data`) with autograd bookkeeping.
+    """A backend array (`array`: NumPy or CuPy) with autograd bookkeeping.
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
     `backward()`. A tensor made by an op that was recorded remembers its `Node` (`grad_fn`) and
@@ -80,7 +80,7 @@ class Tensor(TensorMethods):
     (minigrad/inplace.py).
     """
 
-    __slots__ = ("data", "requires_grad", "_grad", "_node", "_index", "_backend",
+    __slots__ = ("array", "requires_grad", "_grad", "_node", "_index", "_backend",
                  "_version_counter", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
 
@@ -88,7 +88,7 @@ class Tensor(TensorMethods):
         array, backend = _as_array(data, dtype, device, copy)
         if requires_grad:
             _check_can_require_grad(array.dtype, "tensor")
-        self.data = array
+        self.array = array
         self.requires_grad = bool(requires_grad)
         self._grad = None
         self._node = None
@@ -104,7 +104,7 @@ class Tensor(TensorMethods):
         if backend is None:
             backend = backend_of(array)
         t = object.__new__(cls)
-        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+        t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
             array, False, None, None, 0, backend, VersionCounter())
         return t
 
@@ -112,7 +112,7 @@ class Tensor(TensorMethods):
     def _from_node(cls, array, node, index):
         """Output `index` of a recorded node."""
         t = object.__new__(cls)
-        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+        t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
             array, True, None, node, index, node.ctx.backend, node.output_counters[index])
         return t
 
@@ -121,8 +121,8 @@ class Tensor(TensorMethods):
         a node keeps of a non-leaf input, so an in-place op that later moves this tensor to a
         new node leaves the recorded graph as it was."""
         t = object.__new__(Tensor)
-        t.data, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
-            self.data, self.requires_grad, None, self._node, self._index, self._backend,
+        t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
+            self.array, self.requires_grad, None, self._node, self._index, self._backend,
             self._version_counter)
         return t
 
@@ -135,9 +135,9 @@ class Tensor(TensorMethods):
         return t
 
     # ------------------------------------------------------------------ properties
-    shape = property(lambda self: self.data.shape)   # a tuple, on NumPy and CuPy alike
-    ndim = property(lambda self: self.data.ndim)
-    dtype = property(lambda self: self.data.dtype)
+    shape = property(lambda self: self.array.shape)   # a tuple, on NumPy and CuPy alike
+    ndim = property(lambda self: self.array.ndim)
+    dtype = property(lambda self: self.array.dtype)
     device = property(lambda self: self._backend.device)
     backend = property(lambda self: self._backend)
     is_leaf = property(lambda self: self._node is None)
@@ -164,7 +164,7 @@ class Tensor(TensorMethods):
         return self.shape[ops.normalize_axis("size", dim, self.shape)]
 
     def numel(self):
-        return int(self.data.size)
+        return int(self.array.size)
 
     def __len__(self):
         if self.ndim == 0:
@@ -172,22 +172,45 @@ class Tensor(TensorMethods):
         return self.shape[0]
 
     # ------------------------------------------------------------------ conversion
-    def numpy(self):
-        """The data as a NumPy array (a copy from the GPU; shared memory on the CPU)."""
-        return self._backend.to_numpy(self.data)
+    @property
+    def data(self):
+        """As in PyTorch: the values as a new tensor that shares this one's memory, cut from the
+        graph and from version tracking (`p.data.mul_(2)` changes `p` without autograd seeing
+        it). The backend array itself is `.array`; `.numpy()` hands it to NumPy."""
+        return Tensor.from_array(self.array, self._backend)
+
+    @data.setter
+    def data(self, value):
+        """`x.data = t`: x takes t's memory (shape and dtype too), as in PyTorch."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor to assign, got {type(value).__name__}")
+        if value._backend is not self._backend:
+            raise RuntimeError(f"data: the new value is on {value.device} but the tensor is on "
+                               f"{self.device}")
+        if self.requires_grad:
+            _check_can_require_grad(value.dtype, "data")
+        self.array = value.array
+
+    def numpy(self, *, force=False):
+        """The data as a NumPy array (shared memory on the CPU, a copy from the GPU). As in
+        PyTorch, a tensor that requires grad must be detached first, or pass force=True."""
+        if self.requires_grad and not force:
+            raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad; use "
+                               "tensor.detach().numpy() instead")
+        return self._backend.to_numpy(self.array)
 
     def item(self):
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ValueError(f"item(): only one-element tensors convert to a Python number, "
                              f"this one has shape {self.shape}")
-        return self._backend.to_numpy(self.data.reshape(())).item()
+        return self._backend.to_numpy(self.array.reshape(())).item()
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self.numpy(force=True).tolist()
 
     def detach(self):
         """The same data (and version counter), cut from the graph."""
-        t = Tensor.from_array(self.data, self._backend)
+        t = Tensor.from_array(self.array, self._backend)
         t._version_counter = self._version_counter
         return t
 
@@ -251,10 +274,10 @@ class Tensor(TensorMethods):
     def __itruediv__(self, other): return self.div_(other)
 
     def __dlpack__(self, *args, **kwargs):
-        return self.data.__dlpack__(*args, **kwargs)
+        return self.array.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
+        return self.array.__dlpack_device__()
 
     # ------------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, *, grad=None):
@@ -289,8 +312,8 @@ class Tensor(TensorMethods):
         if isinstance(other, Tensor):
             if other._backend is not self._backend:
                 raise ops.base.device_mismatch(name, (self, other))
-            other = other.data
-        return Tensor.from_array(getattr(self._backend.xp, name)(self.data, other), self._backend)
+            other = other.array
+        return Tensor.from_array(getattr(self._backend.xp, name)(self.array, other), self._backend)
 
     def __eq__(self, other): return self._compare(other, "equal")
     def __ne__(self, other): return self._compare(other, "not_equal")
@@ -301,7 +324,7 @@ class Tensor(TensorMethods):
     __hash__ = object.__hash__
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
                              "use .any() or .all()")
         return bool(self.item())
@@ -309,7 +332,7 @@ class Tensor(TensorMethods):
     def __format__(self, spec):
         """f"{loss:.4f}": a one-element tensor formats as its number; other tensors take only
         the empty format (their repr)."""
-        if self.data.size == 1 and spec:
+        if self.array.size == 1 and spec:
             return format(self.item(), spec)
         if spec:
             raise TypeError(f"format: spec {spec!r} needs a one-element tensor, this one has "

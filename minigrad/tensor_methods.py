@@ -54,7 +54,7 @@ class TensorMethods:
 
     def contiguous(self):
         """Itself when its memory is C-contiguous, else a copy (clone) that is."""
-        return self if self.data.flags.c_contiguous else ops.clone(self)
+        return self if self.array.flags.c_contiguous else ops.clone(self)
 
     # ------------------------------------------------------------------ math
     def sin(self): return ops.sin(self)

@@ -34,7 +34,7 @@ def viewed_input(array, tensors):
     owner = getattr(array, "base", None)   # None too for a saved None or number
     if owner is not None:
         for i, t in enumerate(tensors):
-            if t is not None and (t.data is owner or t.data.base is owner):
+            if t is not None and (t.array is owner or t.array.base is owner):
                 return i
     return None
 

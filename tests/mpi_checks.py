@@ -125,7 +125,7 @@ def sync_vs_one_bn(shape_tail, sizes=None, **settings):
     one = layer(channels, dtype="float64", **settings)
     sync = nn.SyncBatchNorm(channels, dtype="float64", **settings)
     for p, q in zip(one.parameters(), sync.parameters()):
-        q.data[...] = p.data[...] = rng.normal(size=p.shape)
+        q.array[...] = p.array[...] = rng.normal(size=p.shape)
     found = []
     for _ in range(2):
         x = rng.normal(5.0, 0.1, (sum(sizes),) + shape_tail)   # large mean, small spread
@@ -136,7 +136,8 @@ def sync_vs_one_bn(shape_tail, sizes=None, **settings):
         (y_sync * mg.tensor(g[part])).sum().backward()
         summed = [dist.all_reduce(mg.tensor(p.grad.numpy().copy())).numpy()
                   for p in sync.parameters()]
-        found.append((y_one.numpy()[part], y_sync.numpy(), whole.grad.numpy()[part],
+        found.append((y_one.detach().numpy()[part], y_sync.detach().numpy(),
+                     whole.grad.numpy()[part],
                       mine.grad.numpy(), [p.grad.numpy() for p in one.parameters()], summed))
         for p in list(one.parameters()) + list(sync.parameters()):
             p.grad = None
@@ -148,9 +149,9 @@ def sync_vs_one_bn(shape_tail, sizes=None, **settings):
     # communicates nothing, so a rank without data can skip it (BatchNorm rejects empty input).
     eval_one = eval_sync = None
     if sizes[r]:
-        eval_one = (one(mg.tensor(x)).numpy()[part] if one.track_running_stats
+        eval_one = (one(mg.tensor(x)).detach().numpy()[part] if one.track_running_stats
                     else one(mg.tensor(x[part])).numpy())
-        eval_sync = sync(mg.tensor(x[part])).numpy()
+        eval_sync = sync(mg.tensor(x[part])).detach().numpy()
     quiet = dist.stats.calls == before
     buffers = [b.numpy() for b in sync.buffers()]
     identical = same_on_every_rank(buffers)
@@ -318,7 +319,7 @@ def checkpoint_saved_by_rank_0_loads_on_every_rank():
         mg.save(ddp.state_dict(), path)
     dist.barrier()                      # the file is complete before anyone reads it
     fresh = nn.parallel.DistributedDataParallel(small_net(nn.BatchNorm2d, seed=9))
-    fresh.module[0].weight.data[...] = 0
+    fresh.module[0].weight.array[...] = 0
     fresh.load_state_dict(mg.load(path))
     loaded = list(fresh.state_dict().values())
     identical = same_on_every_rank(loaded)

@@ -52,7 +52,7 @@ def compare_with_torch(mg_fn, torch_fn, arrays, grads=None, atol=1e-10, rtol=1e-
     torch_in = [torch.tensor(np.array(a), requires_grad=g) for a, g in zip(arrays, grads)]
     out, ref = mg_fn(*mg_in), torch_fn(*torch_in)
     assert out.shape == tuple(ref.shape)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=atol, rtol=rtol)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), atol=atol, rtol=rtol)
     if not any(grads):
         return
     upstream = rng(seed).standard_normal(tuple(ref.shape))

@@ -54,9 +54,9 @@ def _mg_layer(shape, which, momentum, track, fused, gamma, beta):
     layer = cls(shape[1], momentum=momentum, scale=use_gamma, center=use_beta,
                 track_running_stats=track, fused=fused)
     if use_gamma:
-        layer.weight.data[...] = gamma
+        layer.weight.array[...] = gamma
     if use_beta:
-        layer.bias.data[...] = beta
+        layer.bias.array[...] = beta
     return layer
 
 
@@ -67,7 +67,8 @@ def _step(layer, x, g):
     xt = mg.tensor(x, requires_grad=True)
     y = layer(xt)
     y.backward(mg.tensor(g))
-    return y.numpy(), xt.grad.numpy(), {n: p.grad.numpy() for n, p in layer.named_parameters()}
+    return y.detach().numpy(), xt.grad.numpy(), {n: p.grad.numpy() for n,
+                    p in layer.named_parameters()}
 
 
 def _torch_step(layer, x, g):
@@ -138,12 +139,12 @@ def test_train_output_equals_eval_output_with_the_batch_statistics(fused, shape)
     x, _ = _data(shape, 11)
     layer = _mg_layer(shape, "affine", 0.1, True, fused, np.linspace(0.5, 2, shape[1]),
                       np.linspace(-1, 1, shape[1]))
-    y_train = layer(mg.tensor(x)).numpy()
+    y_train = layer(mg.tensor(x)).detach().numpy()
     axes = tuple(i for i in range(len(shape)) if i != 1)
-    layer.running_mean.data[...] = x.astype(np.float64).mean(axis=axes)
-    layer.running_var.data[...] = x.astype(np.float64).var(axis=axes)   # biased: what y used
+    layer.running_mean.array[...] = x.astype(np.float64).mean(axis=axes)
+    layer.running_var.array[...] = x.astype(np.float64).var(axis=axes)   # biased: what y used
     layer.eval()
-    np.testing.assert_allclose(layer(mg.tensor(x)).numpy(), y_train, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(layer(mg.tensor(x)).detach().numpy(), y_train, rtol=1e-5, atol=2e-6)
 
 
 def test_batchnorm3d_matches_torch():
@@ -176,7 +177,7 @@ def test_functional_batch_norm_matches_torch(fused):
                                             torch.tensor(bias), training, 0.3, 1e-3)
         y.backward(mg.tensor(g))
         yt.backward(torch.tensor(g))
-        np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
         for a, b in zip(ours, theirs):   # updated in place when training
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
@@ -286,10 +287,10 @@ def _torch_model(ours):
 def test_frozen_layer_in_a_training_model_keeps_its_statistics_but_learns(fused):
     mg.manual_seed(3)
     ours = _model(fused)
-    ours[1].weight.data[...] = np.linspace(0.5, 1.5, 5)
-    ours[1].bias.data[...] = np.linspace(-0.5, 0.5, 5)
-    ours[1].running_mean.data[...] = np.linspace(-1, 1, 5)
-    ours[1].running_var.data[...] = np.linspace(0.5, 2, 5)
+    ours[1].weight.array[...] = np.linspace(0.5, 1.5, 5)
+    ours[1].bias.array[...] = np.linspace(-0.5, 0.5, 5)
+    ours[1].running_mean.array[...] = np.linspace(-1, 1, 5)
+    ours[1].running_var.array[...] = np.linspace(0.5, 2, 5)
     theirs = _torch_model(ours)
     ours.train()
     theirs.train()
@@ -303,7 +304,7 @@ def test_frozen_layer_in_a_training_model_keeps_its_statistics_but_learns(fused)
     out.backward(mg.tensor(gy))
     out_t = theirs(torch.tensor(x))
     out_t.backward(torch.tensor(gy))
-    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out.detach().numpy(), out_t.detach().numpy(), rtol=RTOL, atol=ATOL)
     for name, param in ours.named_parameters():
         theirs_param = dict(theirs.named_parameters())[name]
         np.testing.assert_allclose(param.grad.numpy(), theirs_param.grad.numpy(), rtol=RTOL,
@@ -342,7 +343,7 @@ def test_state_is_identical_fused_and_composed_and_loads_into_pytorch():
             optimizer.step()
         states.append(model.state_dict())
         model.eval()
-        outputs.append(model(mg.tensor(_data((5, 4), 30)[0])).numpy())
+        outputs.append(model(mg.tensor(_data((5, 4), 30)[0])).detach().numpy())
     assert list(states[0]) == list(states[1])
     for key in states[0]:
         np.testing.assert_allclose(states[0][key], states[1][key], rtol=1e-5, atol=1e-6)

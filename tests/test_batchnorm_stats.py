@@ -17,8 +17,8 @@ def _models():
                                  torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(48, 6),
                                  torch.nn.Dropout(0.5), torch.nn.BatchNorm1d(6),
                                  torch.nn.Linear(6, 2))
-    ours[1].weight.data[...] = np.linspace(0.5, 2, 3)
-    ours[6].bias.data[...] = np.linspace(-1, 1, 6)
+    ours[1].weight.array[...] = np.linspace(0.5, 2, 3)
+    ours[6].bias.array[...] = np.linspace(-1, 1, 6)
     theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()})
     return ours, theirs
 
@@ -59,7 +59,7 @@ def test_population_statistics_are_exact_and_weighted_by_counts():
     ours, theirs = _models()
     batches = _batches()
     expected = _expected(theirs, batches)
-    params_before = {n: p.numpy().copy() for n, p in ours.named_parameters()}
+    params_before = {n: p.detach().numpy().copy() for n, p in ours.named_parameters()}
     ours.train()
     ours[6].eval()
     assert recompute_batchnorm_stats(ours, batches) is ours
@@ -71,7 +71,7 @@ def test_population_statistics_are_exact_and_weighted_by_counts():
     assert ours.training and ours[0].training and ours[5].training and not ours[6].training
     assert ours[1].momentum is None and ours[6].momentum == 0.1
     for name, param in ours.named_parameters():
-        np.testing.assert_array_equal(param.numpy(), params_before[name])
+        np.testing.assert_array_equal(param.detach().numpy(), params_before[name])
         assert param.grad is None
 
 

@@ -65,7 +65,7 @@ def test_op_matches_torch(activation, which, inference, shape):
         gt, bt, training=not inference)
     zt = _torch_act(y, activation)
     zt.backward(torch.tensor(g))
-    np.testing.assert_allclose(z.numpy(), zt.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(z.detach().numpy(), zt.detach().numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
     for ours, theirs in ((gm, gt), (bm, bt)):
         if ours is not None:
@@ -92,7 +92,7 @@ def test_op_equals_fused_batch_norm_then_activation(activation, inference):
             y = mg.ops.fused_batch_norm(xm, gm, bm, **stats)[0]
             z = mg.ops.composed_activation(y, activation)
         z.backward(mg.tensor(g))
-        results.append([t.numpy() for t in (z, xm.grad, gm.grad, bm.grad)])
+        results.append([t.detach().numpy() for t in (z, xm.grad, gm.grad, bm.grad)])
     for ours, reference in zip(*results, strict=True):
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=2e-6)
 
@@ -136,7 +136,7 @@ def _input_ref(op):
     and the output (graph still alive)."""
     leaf = mg.tensor(np.random.default_rng(2).standard_normal((8, 4, 5, 5)), requires_grad=True)
     x = leaf * 1.0
-    ref = weakref.ref(x.data)
+    ref = weakref.ref(x.array)
     out = op(x)
     del x
     gc.collect()
@@ -161,16 +161,16 @@ def test_batchnorm_memory_output_frees_the_input_and_equals_memory_input():
     results = []
     for memory in ("input", "output"):
         layer = nn.BatchNorm2d(3, memory=memory)
-        layer.weight.data[...], layer.bias.data[...] = gamma, beta
+        layer.weight.array[...], layer.bias.array[...] = gamma, beta
         leaf = mg.tensor(x, requires_grad=True)
         h = leaf * 1.0
-        ref = weakref.ref(h.data)
+        ref = weakref.ref(h.array)
         y = layer(h)
         del h
         gc.collect()
         assert (ref() is None) == (memory == "output")
         y.backward(mg.tensor(g))
-        results.append([y.numpy(), leaf.grad.numpy(), layer.weight.grad.numpy(),
+        results.append([y.detach().numpy(), leaf.grad.numpy(), layer.weight.grad.numpy(),
                         layer.bias.grad.numpy(), layer.running_mean.numpy(),
                         layer.running_var.numpy()])
     for ours, reference in zip(*results, strict=True):
@@ -271,7 +271,7 @@ def test_elu_saturated_outputs_stay_finite():
     gamma, beta = mg.tensor([60.0], requires_grad=True), mg.tensor([0.0], requires_grad=True)
     xm = mg.tensor(x, requires_grad=True)
     z = mg.ops.fused_batch_norm_act(xm * 1.0, gamma, beta, "elu")[0]   # ... times 60: -35
-    assert (z.numpy()[1:] == -1.0).all()
+    assert (z.detach().numpy()[1:] == -1.0).all()
     z.backward(mg.tensor(np.ones((4, 1), np.float32)))
     for grad in (xm.grad, gamma.grad, beta.grad):
         assert np.isfinite(grad.numpy()).all()
@@ -303,9 +303,9 @@ def test_layer_matches_torch_in_every_mode(activation, which, momentum, track, s
     ours = cls(shape[1], activation, 0.05, 0.9, momentum=momentum, scale=use_gamma,
                center=use_beta, track_running_stats=track)
     if use_gamma:
-        ours.weight.data[...] = gamma
+        ours.weight.array[...] = gamma
     if use_beta:
-        ours.bias.data[...] = beta
+        ours.bias.array[...] = beta
     theirs = _torch_layer(shape, which, momentum, track, gamma, beta)
     for mode in ("train", "train", "eval"):
         ours.train(mode == "train")
@@ -318,7 +318,7 @@ def test_layer_matches_torch_in_every_mode(activation, which, momentum, track, s
         z.backward(mg.tensor(g))
         zt = _torch_act(theirs(xt), activation, 0.05, 0.9)
         zt.backward(torch.tensor(g))
-        np.testing.assert_allclose(z.numpy(), zt.detach().numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(z.detach().numpy(), zt.detach().numpy(), rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
         for name, p in ours.named_parameters():
             np.testing.assert_allclose(p.grad.numpy(), getattr(theirs, name).grad.numpy(),
@@ -336,11 +336,11 @@ def test_layer_memory_modes_agree(memory):
     layers = [nn.BatchNormAct2d(3, "elu", memory=m) for m in ("output", memory)]
     outs = []
     for layer in layers:
-        layer.weight.data[...], layer.bias.data[...] = gamma, beta
+        layer.weight.array[...], layer.bias.array[...] = gamma, beta
         xm = mg.tensor(x, requires_grad=True)
         z = layer(xm)
         z.backward(mg.tensor(g))
-        outs.append([z.numpy(), xm.grad.numpy(), layer.weight.grad.numpy(),
+        outs.append([z.detach().numpy(), xm.grad.numpy(), layer.weight.grad.numpy(),
                      layer.running_var.numpy()])
     for ours, reference in zip(*outs, strict=True):
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=2e-6)
@@ -348,7 +348,7 @@ def test_layer_memory_modes_agree(memory):
 def test_state_dict_loads_into_and_from_batchnorm_and_torch():
     x = _data((4, 3, 5, 5), 22)[0]
     act = nn.BatchNormAct2d(3, "identity")
-    act.weight.data[...] = [1.5, -0.5, 2.0]
+    act.weight.array[...] = [1.5, -0.5, 2.0]
     act(mg.tensor(x))   # one training step: running statistics move
     plain = nn.BatchNorm2d(3)
     plain.load_state_dict(act.state_dict())
@@ -360,7 +360,8 @@ def test_state_dict_loads_into_and_from_batchnorm_and_torch():
         layer.eval()
     expected = theirs(torch.tensor(x)).detach().numpy()
     for layer in (act, plain, back):
-        np.testing.assert_allclose(layer(mg.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer(mg.tensor(x)).detach().numpy(), expected, rtol=1e-5,
+                                   atol=1e-6)
 
 def test_layer_errors_and_repr():
     with pytest.raises(ValueError, match="activation must be one of"):
@@ -388,6 +389,6 @@ def test_the_graph_still_shows_the_dropped_input():
     with mg.autograd.record() as tape:
         x = leaf * 2.0
         z = mg.ops.fused_batch_norm_act(x, None, None, "elu")[0]
-    assert z.grad_fn.inputs[0].data.strides == (0, 0)   # no memory of its own
+    assert z.grad_fn.inputs[0].array.strides == (0, 0)   # no memory of its own
     assert "fused_batch_norm_act(%2, None, None, None, None" in str(tape)
     assert "fused_batch_norm_act" in mg.viz.to_dot(z)

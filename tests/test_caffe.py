@@ -51,7 +51,7 @@ def test_bvlc_blobs_load_and_give_caffes_inference():
     layer.eval()
     x = _batches(1, seed=9)[0]
     expected = _bvlc_inference(x.astype(np.float64), blobs, gamma, beta)
-    np.testing.assert_allclose(layer(mg.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer(mg.tensor(x)).detach().numpy(), expected, rtol=1e-5, atol=1e-5)
     theirs = torch.nn.BatchNorm2d(3).eval()
     theirs.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
     np.testing.assert_allclose(theirs(torch.tensor(x)).detach().numpy(), expected, rtol=1e-5,
@@ -87,8 +87,8 @@ def test_bvlc_zero_scale_factor_and_round_trips():
     r = np.random.default_rng(2)
     layer = nn.BatchNorm2d(3)
     for key in ("weight", "bias", "running_mean"):
-        getattr(layer, key).data[...] = r.standard_normal(3)
-    layer.running_var.data[...] = r.uniform(0.5, 2, 3)
+        getattr(layer, key).array[...] = r.standard_normal(3)
+    layer.running_var.array[...] = r.uniform(0.5, 2, 3)
     bn_blobs, scale_blobs = caffe.to_bvlc(layer.state_dict())
     assert [b.shape for b in bn_blobs] == [(3,), (3,), (1,)] and bn_blobs[2][0] == 1
     assert len(scale_blobs) == 2

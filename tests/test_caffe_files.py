@@ -451,7 +451,8 @@ def test_v1_caffemodel_loads_a_plain_lenet(tmp_path):
             twin[index].weight.copy_(torch.tensor(w[kw]))
             twin[index].bias.copy_(torch.tensor(w[kb]))
     x = R.standard_normal((2, 1, 28, 28)).astype(np.float32)
-    np.testing.assert_allclose(model(mg.tensor(x)).numpy(), twin(torch.tensor(x)).detach().numpy(),
+    np.testing.assert_allclose(model(mg.tensor(x)).detach().numpy(),
+                               twin(torch.tensor(x)).detach().numpy(),
                                rtol=1e-4, atol=1e-4)
 
 
@@ -459,11 +460,11 @@ def randomized(model, seed):
     r = np.random.default_rng(seed)
     for _, module in model.named_modules():
         if isinstance(module, nn.BatchNorm2d | nn.BatchNorm1d):
-            module.running_mean.data[...] = r.standard_normal(module.num_features)
-            module.running_var.data[...] = r.uniform(0.2, 3, module.num_features)
-            module.num_batches_tracked.data[...] = 7
+            module.running_mean.array[...] = r.standard_normal(module.num_features)
+            module.running_var.array[...] = r.uniform(0.2, 3, module.num_features)
+            module.num_batches_tracked.array[...] = 7
     for param in model.parameters():
-        param.data[...] = r.standard_normal(param.shape)
+        param.array[...] = r.standard_normal(param.shape)
     return model
 
 
@@ -571,9 +572,9 @@ def test_prototxt_drives_the_load_and_its_settings_are_checked(tmp_path):
 
     good = model()
     assert caffe.load_caffe(good, path, prototxt) == {"0": "conv1", "1": "bn1", "4": "ip1"}
-    np.testing.assert_array_equal(good[4].weight.numpy(), wt.T)
-    np.testing.assert_array_equal(good[1].weight.numpy(), gamma)
-    np.testing.assert_array_equal(good[0].weight.numpy(), w)
+    np.testing.assert_array_equal(good[4].weight.detach().numpy(), wt.T)
+    np.testing.assert_array_equal(good[1].weight.detach().numpy(), gamma)
+    np.testing.assert_array_equal(good[0].weight.detach().numpy(), w)
     with pytest.raises(StateDictError, match=r"stride is \(1, 1\) in the prototxt, but \(2, 2\) "
                                              r"in Conv2d '0'(.|\n)*eps is 0.001 in the prototxt, "
                                              "but 1e-05"):

@@ -64,7 +64,8 @@ def test_blocked_conv2d_matches_torch(case, block_elements):
     mx, mw, mb = (mg.tensor(a, requires_grad=True) for a in (x, w, b))
     out = mg.ops.conv2d(mx, mw, mb, stride=stride, padding=padding)
     out.backward(mg.tensor(g))
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-10,
+                               atol=1e-10)
     for mine, theirs in ((mx, tx), (mw, tw), (mb, tb)):
         np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-10,
                                    atol=1e-10)
@@ -83,7 +84,7 @@ def test_kernel_gradients_equal_the_differentiable_ones(case, block_elements):
     for p, q in zip(plain, graph, strict=True):
         assert p.dtype == q.dtype == np.float32 and not p.requires_grad
         assert q.requires_grad   # the create_graph path keeps the gradients on the tape
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_float32_stays_float32_and_result_is_channels_first():
@@ -92,7 +93,7 @@ def test_float32_stays_float32_and_result_is_channels_first():
     out = mg.ops.conv2d(x, w, padding=1)
     assert out.dtype == np.float32
     # the NCHW result is a view of a (C, H, W, N) array: the layout later layers read in place
-    assert out.data.transpose(1, 2, 3, 0).flags.c_contiguous
+    assert out.array.transpose(1, 2, 3, 0).flags.c_contiguous
     out.sum().backward()
     assert w.grad.dtype == np.float32
 
@@ -138,7 +139,7 @@ def test_every_path_matches_torch(case, dtype, tolerance, winograd):
     pairs = ((out, expected), (mx.grad, tx.grad), (mw.grad, tw.grad))
     for mine, theirs in pairs:
         theirs = theirs.detach().numpy()
-        np.testing.assert_allclose(mine.numpy(), theirs, rtol=tolerance,
+        np.testing.assert_allclose(mine.detach().numpy(), theirs, rtol=tolerance,
                                    atol=tolerance * np.abs(theirs).max())
 
 

@@ -112,15 +112,15 @@ def test_leaf_gradients_are_arrays_of_their_own():
     # sum's gradient is a broadcast view and add hands g to both inputs: neither may leak into .grad
     x = leaf(np.ones((2, 3)))
     x.sum().backward()
-    assert x.grad.data.flags.writeable and x.grad.data.flags.c_contiguous
+    assert x.grad.array.flags.writeable and x.grad.array.flags.c_contiguous
     x.grad.zero_()
     a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
     seed = mg.tensor([1.0, 1.0], dtype="float64")
     (a + b).backward(seed)
-    assert a.grad is not b.grad and not np.shares_memory(a.grad.data, b.grad.data)
-    assert not np.shares_memory(a.grad.data, seed.data)
-    a.grad.data[0] = 100.0
-    assert b.grad.data[0] == 1.0 and seed.data[0] == 1.0
+    assert a.grad is not b.grad and not np.shares_memory(a.grad.array, b.grad.array)
+    assert not np.shares_memory(a.grad.array, seed.array)
+    a.grad.array[0] = 100.0
+    assert b.grad.array[0] == 1.0 and seed.array[0] == 1.0
 
 
 def test_each_input_gets_its_gradient_in_its_own_dtype():
@@ -130,7 +130,7 @@ def test_each_input_gets_its_gradient_in_its_own_dtype():
     assert out.dtype == np.float64
     out.backward()
     assert x32.grad.dtype == np.float32 and x64.grad.dtype == np.float64
-    np.testing.assert_allclose(x32.grad.numpy(), x64.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x32.grad.detach().numpy(), x64.detach().numpy(), rtol=1e-6)
 
 
 # ---------------------------------------------------------------------- retain_graph
@@ -155,7 +155,7 @@ def test_retain_graph_allows_a_second_backward():
     y = (x * x).sum()
     y.backward(retain_graph=True)
     y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * 2 * x.numpy())
+    np.testing.assert_allclose(x.grad.detach().numpy(), 2 * 2 * x.detach().numpy())
 
 
 # ---------------------------------------------------------------------- needs_input_grad
@@ -284,8 +284,8 @@ def test_grad_with_respect_to_intermediate_tensors():
     h = x * 3.0
     y = (h * h).sum()
     gh, gx = mg.grad(y, [h, x])
-    np.testing.assert_allclose(gh.numpy(), 2 * h.numpy())
-    np.testing.assert_allclose(gx.numpy(), 18 * x.numpy())
+    np.testing.assert_allclose(gh.detach().numpy(), 2 * h.detach().numpy())
+    np.testing.assert_allclose(gx.detach().numpy(), 18 * x.detach().numpy())
 
 
 def test_grad_only_runs_the_backward_that_leads_to_the_inputs():
@@ -293,7 +293,7 @@ def test_grad_only_runs_the_backward_that_leads_to_the_inputs():
     x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
     y = (Logged.apply(w, tag="w-branch") * x).sum()
     (gx,) = mg.grad(y, x)
-    np.testing.assert_allclose(gx.numpy(), 2 * w.numpy())
+    np.testing.assert_allclose(gx.detach().numpy(), 2 * w.detach().numpy())
     assert Logged.calls == []        # the branch leading only to w was never differentiated
 
 
@@ -344,10 +344,10 @@ def test_backward_with_create_graph_leaves_a_differentiable_grad():
     (x ** 3).sum().backward(create_graph=True)
     first = x.grad
     assert first.grad_fn is not None
-    np.testing.assert_allclose(first.numpy(), 3 * x.numpy() ** 2)
+    np.testing.assert_allclose(first.detach().numpy(), 3 * x.detach().numpy() ** 2)
     x.grad = None
     first.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 6 * x.numpy())
+    np.testing.assert_allclose(x.grad.detach().numpy(), 6 * x.detach().numpy())
 
 
 # ---------------------------------------------------------------------- grad mode
@@ -527,7 +527,7 @@ def test_a_bad_backward_is_named_in_the_error():
     class RawArray(TooMany):
         @staticmethod
         def backward(ctx, g):
-            return g.data
+            return g.array
 
     x = leaf([1.0, 2.0])
     with pytest.raises(RuntimeError, match="toomany.backward returned 2 gradients for 1 inputs"):

@@ -29,8 +29,8 @@ def _trained(model, dtype="float32", steps=3):
     rng = np.random.default_rng(1)
     for module in model.modules():
         if isinstance(module, nn.BatchNorm2d) and module.weight is not None:
-            module.weight.data[...] = rng.uniform(0.5, 2.0, module.weight.shape)
-            module.bias.data[...] = rng.standard_normal(module.bias.shape)
+            module.weight.array[...] = rng.uniform(0.5, 2.0, module.weight.shape)
+            module.bias.array[...] = rng.standard_normal(module.bias.shape)
     with mg.no_grad():
         for _ in range(steps):
             model(mg.tensor(rng.standard_normal((4, 3, 9, 9)).astype(dtype) * 3 + 1))

@@ -46,7 +46,7 @@ OPS = {
     "relu": (mg.ops.relu, [lambda r: _normal(r, (3, 4))]),
     "tanh": (mg.ops.tanh, [lambda r: _normal(r, (3, 4))]),
     "sigmoid": (mg.ops.sigmoid, [lambda r: _normal(r, (3, 4))]),
-    "where": (lambda a, b: mg.ops.where(a.data > 0, a, b),
+    "where": (lambda a, b: mg.ops.where(a.array > 0, a, b),
               [lambda r: _normal(r, (3, 4)), lambda r: _normal(r, (3, 4))]),
     "cast": (lambda a: mg.ops.cast(a, "float32").astype("float64"), [lambda r: _normal(r, (4,))]),
     "sum": (lambda x: x.sum(axis=(0, 2)), [lambda r: _normal(r, (2, 3, 4))]),
@@ -57,7 +57,7 @@ OPS = {
     "transpose": (lambda x: x.permute(2, 0, 1), [lambda r: _normal(r, (2, 3, 4))]),
     "broadcast_to": (lambda x: x.broadcast_to((3, 2, 4)), [lambda r: _normal(r, (2, 1))]),
     "getitem": (lambda x: x[1:, [0, 2, 2]], [lambda r: _normal(r, (3, 4))]),
-    "getitem_mask": (lambda x: x[x.data > 0], [lambda r: _normal(r, (3, 4))]),
+    "getitem_mask": (lambda x: x[x.array > 0], [lambda r: _normal(r, (3, 4))]),
     "concatenate": (lambda a, b: mg.ops.concatenate([a, b], axis=1),
                     [lambda r: _normal(r, (2, 3)), lambda r: _normal(r, (2, 2))]),
     "stack": (lambda a, b: mg.ops.stack([a, b], axis=0),
@@ -120,7 +120,7 @@ def test_op_on_cuda_matches_cpu(cuda, name, dtype):
 def test_tensors_move_both_ways(cuda):
     x = mg.randn(3, 4, requires_grad=True)
     y = x.to("cuda")
-    assert y.device == "cuda" and isinstance(y.data, cuda.xp.ndarray)
+    assert y.device == "cuda" and isinstance(y.array, cuda.xp.ndarray)
     np.testing.assert_array_equal(y.to("cpu").numpy(), x.numpy())
     (y * 2).sum().backward()   # the move is an op: the gradient comes back to the CPU
     assert x.grad.device == "cpu"

@@ -73,14 +73,14 @@ def test_dropout_draws_its_mask_on_the_inputs_device():
     y = mg.nn.functional.dropout(x, 0.25)
     assert y.backend is device
     assert generator().bit_generator.state == cpu_state   # the CPU generator drew nothing
-    values = set(np.unique(y.data).tolist())
+    values = set(np.unique(y.array).tolist())
     assert values == {0.0, np.float32(1 / 0.75)}
-    assert abs((y.data == 0).mean() - 0.25) < 0.02
+    assert abs((y.array == 0).mean() - 0.25) < 0.02
     mg.manual_seed(5)   # the device generator is seeded too
     again = mg.nn.functional.dropout(on_device(np.ones((200, 50), np.float32), device), 0.25)
-    np.testing.assert_array_equal(again.data, y.data)
+    np.testing.assert_array_equal(again.array, y.array)
     other = mg.nn.functional.dropout(on_device(np.ones((200, 50), np.float32), device), 0.25)
-    assert (other.data != y.data).any()
+    assert (other.array != y.array).any()
 
 
 def test_dropout_on_the_cpu_keeps_the_seeded_cpu_generator():

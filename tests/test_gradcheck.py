@@ -86,22 +86,22 @@ def test_checks_in_float64_on_copies_of_the_inputs():
         return x * x
 
     x = mg.tensor([0.5, 1.0, 1.5], requires_grad=True)        # float32
-    before = x.numpy().copy()
+    before = x.detach().numpy().copy()
     assert mg.gradcheck(fn, x)
     assert set(seen) == {np.dtype("float64")}
     assert x.dtype == np.float32 and x.grad is None
-    np.testing.assert_array_equal(x.numpy(), before)
+    np.testing.assert_array_equal(x.detach().numpy(), before)
 
 
 def test_non_contiguous_inputs_are_checked_as_they_are():
     base = np.random.default_rng(3).standard_normal((4, 3))
     x = mg.tensor(base, requires_grad=True)
-    x.data = x.data.T                                            # a transposed view
-    assert not x.data.flags.c_contiguous
+    x.array = x.array.T                                            # a transposed view
+    assert not x.array.flags.c_contiguous
     layouts = []
 
     def fn(t):
-        layouts.append(t.data.flags.c_contiguous)
+        layouts.append(t.array.flags.c_contiguous)
         return t * t.sum(axis=0, keepdims=True)
 
     assert mg.gradcheck(fn, x)

@@ -16,7 +16,7 @@ def pair(values, requires_grad=False, dtype="float64"):
 
 
 def same(ours, theirs, **tolerance):
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), **tolerance)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **tolerance)
 
 
 # ---------------------------------------------------------------------- the training loop
@@ -43,11 +43,11 @@ def test_the_learners_sgd_loop_keeps_w_the_same_leaf():
 def test_in_place_arithmetic_matches_torch(name, other):
     (x, tx) = pair(np.arange(1.0, 7.0).reshape(2, 3))
     o, to = (other, other) if isinstance(other, float) else pair(other)
-    data = x.data
+    data = x.array
     assert getattr(x, name)(o) is x
     getattr(tx, name)(to)
     same(x, tx)
-    assert x.data is data and x._version == tx._version == 1
+    assert x.array is data and x._version == tx._version == 1
 
 
 def test_operators_and_alpha():
@@ -141,7 +141,7 @@ def test_in_place_on_a_leaf_that_requires_grad_is_an_error_with_grad_mode_on():
         with pytest.raises(RuntimeError, match="leaf Variable that requires grad.*shape \\(2,\\)"
                                                ".*no_grad"):
             change(w)
-    assert w._version == 0 and w.numpy().tolist() == [1.0, 2.0]
+    assert w._version == 0 and w.detach().numpy().tolist() == [1.0, 2.0]
     with pytest.raises(RuntimeError, match="leaf Variable"):
         w += 1
 
@@ -344,7 +344,7 @@ def test_assigned_gradients_are_checked_like_torchs():
         p.grad = np.ones(3)
     p.grad = mg.ones(3)
     mg.optim.SGD([p], lr=1.0).step()
-    np.testing.assert_array_equal(p.numpy(), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(p.detach().numpy(), [0.0, 1.0, 2.0])
     p.grad = None
     assert p.grad is None
 

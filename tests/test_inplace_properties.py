@@ -42,7 +42,7 @@ def apply(step, ours, theirs, leaves=None):
     method, kind, magnitude, index = step
     if method == "setitem":
         if index == "mask":
-            mask = ours.numpy() > 0
+            mask = ours.detach().numpy() > 0
             index, tindex = mask, torch.tensor(mask)
         else:
             tindex = torch.tensor(index) if isinstance(index, list) else index
@@ -84,7 +84,8 @@ def test_in_place_sequences_on_no_grad_leaves_match_torch(sequence):
     with mg.no_grad(), torch.no_grad():
         for step in sequence:
             apply(step, ours, theirs)
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12,
+                               atol=1e-12)
     assert ours._version == theirs._version == len(sequence)
     assert ours.is_leaf and ours.requires_grad
 
@@ -100,7 +101,8 @@ def test_in_place_sequences_on_non_leaves_match_torch_values_and_gradients(seque
     leaves = (w, tw) if from_value else None
     for step in sequence:
         apply(step, ours, theirs, leaves)
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(),
+                               rtol=1e-12, atol=1e-12)
     failures = []
     for out, library in ((ours, "minigrad"), (theirs, "torch")):
         try:

@@ -110,9 +110,9 @@ def test_kept_buffers_restores_after_an_error():
     model = example.lenet5("fused")
     with pytest.raises(RuntimeError):
         with example.kept_buffers(model):
-            model[1].running_mean.data[...] = 7.0
+            model[1].running_mean.array[...] = 7.0
             raise RuntimeError("inside")
-    assert not model[1].running_mean.data.any()
+    assert not model[1].running_mean.array.any()
 
 
 def hand_schedule(step, total, peak):

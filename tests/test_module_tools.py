@@ -164,12 +164,13 @@ def test_forward_hooks_match_torch():
 
     mine, reference = hooks(ours, calls["ours"]), hooks(theirs, calls["theirs"])
     out, expected = ours(mg.tensor(x)), theirs(torch.tensor(x))
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-6,
+                               atol=1e-6)
     assert calls["ours"] == calls["theirs"] == ["first", "watch"]
     for handles in (mine, reference):
         handles[0].remove()
         handles[2].remove()
-    np.testing.assert_allclose(ours(mg.tensor(x)).numpy(),
+    np.testing.assert_allclose(ours(mg.tensor(x)).detach().numpy(),
                                theirs(torch.tensor(x)).detach().numpy(), rtol=1e-6, atol=1e-6)
     seen = []
     with ours.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape)):
@@ -212,7 +213,7 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
 
 def test_clip_grad_norm_with_non_finite_gradients():
     ours, theirs = twin_parameters()
-    ours[0].grad.data[0, 0] = np.inf
+    ours[0].grad.array[0, 0] = np.inf
     theirs[0].grad[0, 0] = np.inf
     with pytest.raises(RuntimeError, match="norm of order 2.0 .* is inf"):
         nn.utils.clip_grad_norm_(ours, 1.0, error_if_nonfinite=True)
@@ -250,19 +251,19 @@ def test_parameters_to_vector_and_back_match_torch():
     ours, theirs = twin_parameters()
     vec = nn.utils.parameters_to_vector(ours)
     expected = torch.nn.utils.parameters_to_vector(theirs)
-    np.testing.assert_array_equal(vec.numpy(), expected.detach().numpy())
+    np.testing.assert_array_equal(vec.detach().numpy(), expected.detach().numpy())
     weights = mg.tensor(np.arange(vec.shape[0], dtype=np.float32))
     for p in ours:
         p.grad = None
     (vec * weights).sum().backward()                # differentiable, as in torch
     np.testing.assert_array_equal(ours[1].grad.numpy(), np.arange(12, 17))
     new = np.linspace(-1, 1, vec.shape[0]).astype(np.float32)
-    arrays = [p.data for p in ours]
+    arrays = [p.array for p in ours]
     nn.utils.vector_to_parameters(mg.tensor(new), ours)
     torch.nn.utils.vector_to_parameters(torch.tensor(new), theirs)
     for p, q, a in zip(ours, theirs, arrays, strict=True):
-        np.testing.assert_array_equal(p.numpy(), q.detach().numpy())
-        assert p.data is a and p._version == 1      # written in place, counted once
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        assert p.array is a and p._version == 1      # written in place, counted once
     with pytest.raises(ValueError, match=r"hold 19 values, so vec must have shape \(19,\)"):
         nn.utils.vector_to_parameters(mg.ones(18), ours)
     with pytest.raises(TypeError, match="expected a Tensor"):

@@ -94,7 +94,7 @@ def test_shared_parameters_come_once_but_state_dict_names_every_path():
 def test_parameter_shares_memory_and_repr():
     base = mg.zeros(3)
     param = nn.Parameter(base)
-    param.data[0] = 5
+    param.array[0] = 5
     assert base.numpy()[0] == 5
     assert repr(param).startswith("Parameter containing:\ntensor(")
     assert not nn.Parameter(mg.ones(1), requires_grad=False).requires_grad
@@ -149,18 +149,18 @@ def test_state_dict_holds_copies_and_buffer_dtypes():
     assert state["num_batches_tracked"].shape == ()
     assert all(type(v) is np.ndarray for v in state.values())
     state["weight"][...] = 42
-    assert np.all(block.weight.numpy() == 1)
+    assert np.all(block.weight.detach().numpy() == 1)
 
 
 def test_load_state_dict_accepts_tensors_and_casts_float_widths_in_place():
     block = Block()
-    weight_array = block.weight.data
+    weight_array = block.weight.array
     state = {"weight": mg.full((2, 3), 2.5, dtype="float64"),
              "running_mean": np.arange(3, dtype=np.float64),
              "num_batches_tracked": np.array(4, dtype=np.int32)}
     block.load_state_dict(state)
-    assert block.weight.data is weight_array          # copied in place: same array object
-    assert block.weight.dtype == np.float32 and np.all(block.weight.numpy() == 2.5)
+    assert block.weight.array is weight_array          # copied in place: same array object
+    assert block.weight.dtype == np.float32 and np.all(block.weight.detach().numpy() == 2.5)
     assert block.running_mean.numpy().tolist() == [0, 1, 2]
     assert block.num_batches_tracked.dtype == np.int64 and block.num_batches_tracked.item() == 4
 
@@ -192,7 +192,7 @@ def test_non_strict_load_returns_incompatible_keys_but_still_checks_shapes():
     partial = {"head.weight": np.full((2, 3), 3, np.float32), "other": np.zeros(1)}
     missing, unexpected = net.load_state_dict(partial, strict=False)
     assert unexpected == ["other"] and "head.bias" in missing and "head.weight" not in missing
-    assert np.all(net.head.weight.numpy() == 3)
+    assert np.all(net.head.weight.detach().numpy() == 3)
     with pytest.raises(nn.StateDictError, match="shape"):
         net.load_state_dict({"head.weight": np.zeros((3, 3), np.float32)}, strict=False)
 
@@ -251,7 +251,7 @@ def test_dropout_statistics_scaling_gradient_and_eval():
     x = mg.ones(200, 100, requires_grad=True)
     layer = nn.Dropout(p)
     y = layer(x)
-    values = y.numpy()
+    values = y.detach().numpy()
     kept = values != 0
     # Inverted dropout: survivors are scaled by 1/(1-p); the kept fraction is 1-p within 5 sigma.
     np.testing.assert_allclose(values[kept], 1 / (1 - p), rtol=1e-6)
@@ -283,7 +283,8 @@ def test_linear_and_flatten_match_pytorch_forward_and_backward():
     flat = nn.Flatten()(mg.tensor(x, requires_grad=True))
     out = layer(flat)
     torch_out = reference(torch.nn.Flatten()(torch.tensor(x)))
-    np.testing.assert_allclose(out.numpy(), torch_out.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), torch_out.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
     out.sum().backward()
     torch_out.sum().backward()
     np.testing.assert_allclose(layer.weight.grad.numpy(), reference.weight.grad.numpy(),
@@ -314,7 +315,7 @@ def test_flatten_dims_and_sequential_container():
     assert list(model.state_dict()) == ["1.weight", "1.bias"]
     named = nn.Sequential(OrderedDict(fc=nn.Linear(2, 2), act=nn.Sigmoid()))
     assert list(named.state_dict()) == ["fc.weight", "fc.bias"]
-    out = named(mg.ones(1, 2)).numpy()
+    out = named(mg.ones(1, 2)).detach().numpy()
     assert np.all((out > 0) & (out < 1))
     assert nn.Identity()(x) is x
 
@@ -339,12 +340,12 @@ def test_default_init_has_pytorchs_bounds(make):
     fan_in = int(np.prod(layer.weight.shape[1:]))
     bound = 1 / math.sqrt(fan_in)
     for name in ("weight", "bias"):
-        ours = getattr(layer, name).numpy()
+        ours = getattr(layer, name).detach().numpy()
         theirs = getattr(reference, name).detach().numpy()
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
         assert np.abs(ours).max() <= bound and np.abs(theirs).max() <= bound
     # Uniform on [-bound, bound]: the weights nearly reach the bound and spread evenly.
-    weights = layer.weight.numpy()
+    weights = layer.weight.detach().numpy()
     assert np.abs(weights).max() > 0.8 * bound
     assert abs(weights.std() - bound / math.sqrt(3)) < 0.25 * bound
 
@@ -367,11 +368,11 @@ def test_init_functions_match_pytorchs_formulas():
         nn.init.calculate_gain("swish")
     w = nn.Parameter(mg.zeros(200, 50))
     nn.init.kaiming_normal_(w, nonlinearity="relu")
-    assert w.numpy().std() == pytest.approx(math.sqrt(2 / 50), rel=0.05)
+    assert w.detach().numpy().std() == pytest.approx(math.sqrt(2 / 50), rel=0.05)
     nn.init.xavier_uniform_(w)
-    assert np.abs(w.numpy()).max() <= math.sqrt(6 / 250)
+    assert np.abs(w.detach().numpy()).max() <= math.sqrt(6 / 250)
     nn.init.constant_(w, 0.5)
-    assert np.all(w.numpy() == 0.5)
+    assert np.all(w.detach().numpy() == 0.5)
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         nn.init.kaiming_uniform_(nn.Parameter(mg.zeros(3)))
 

@@ -30,7 +30,7 @@ def _compare(make, x_shape, dtype, seed=0):
     x = r.standard_normal(x_shape).astype(dtype)
     xm, xt = mg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     out, ref = ours(xm), theirs(xt)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), **TOL[dtype])
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), **TOL[dtype])
     upstream = r.standard_normal(tuple(ref.shape)).astype(dtype)
     out.backward(mg.tensor(upstream))
     ref.backward(torch.tensor(upstream))
@@ -105,7 +105,7 @@ def test_conv_layers_default_init_has_pytorchs_bounds():
         ours, theirs = make(nn), make(torch.nn)
         bound = 1 / math.sqrt(np.prod(theirs.weight.shape[1:]))   # PyTorch's fan_in
         for name in ("weight", "bias"):
-            values = getattr(ours, name).numpy()
+            values = getattr(ours, name).detach().numpy()
             assert values.shape == tuple(getattr(theirs, name).shape)
             assert np.abs(values).max() <= bound and np.abs(values).max() > 0.5 * bound
 
@@ -144,7 +144,7 @@ def test_dropout2d_drops_whole_channels_scales_and_is_the_identity_in_eval():
     layer = nn.Dropout2d(p)
     assert repr(layer) == "Dropout2d(p=0.3)"
     y = layer(x)
-    values = y.numpy()
+    values = y.detach().numpy()
     per_channel = values.reshape(100, 40, -1)
     assert np.all(per_channel == per_channel[:, :, :1])   # one draw per channel
     kept = per_channel[:, :, 0] != 0
@@ -156,9 +156,9 @@ def test_dropout2d_drops_whole_channels_scales_and_is_the_identity_in_eval():
     layer.eval()
     assert layer(x) is x
     mg.manual_seed(4)
-    first = nn.functional.dropout2d(x, 0.5).numpy()
+    first = nn.functional.dropout2d(x, 0.5).detach().numpy()
     mg.manual_seed(4)
-    np.testing.assert_array_equal(first, nn.functional.dropout2d(x, 0.5).numpy())
+    np.testing.assert_array_equal(first, nn.functional.dropout2d(x, 0.5).detach().numpy())
     with pytest.raises(ValueError, match=r"dropout2d: expected input \(N, C, H, W\), got shape "
                                          r"\(3, 4, 5\)"):
         nn.functional.dropout2d(mg.ones(3, 4, 5))

@@ -20,7 +20,7 @@ def _randomize(ours, theirs, seed):
     r = np.random.default_rng(500 + seed)
     for name, param in ours.named_parameters():
         value = r.uniform(0.5, 2.0, param.shape).astype(np.float32)
-        param.data[...] = value
+        param.array[...] = value
         with torch.no_grad():
             dict(theirs.named_parameters())[name].copy_(torch.tensor(value))
 
@@ -30,7 +30,7 @@ def _compare(ours, theirs, x, g):
     y, yt = ours(xm), theirs(xt)
     y.backward(mg.tensor(g))
     yt.backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=2e-5)
     np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=2e-5)
     for name, param in ours.named_parameters():
         np.testing.assert_allclose(param.grad.numpy(),
@@ -79,7 +79,7 @@ def test_instance_norm_matches_torch(affine, track, momentum):
     theirs.eval()
     _compare(ours, theirs, *_data((2, 3, 5, 6), 9))
     x = _data((3, 5, 6), 10)[0]   # one unbatched sample
-    np.testing.assert_allclose(ours(mg.tensor(x)).numpy(),
+    np.testing.assert_allclose(ours(mg.tensor(x)).detach().numpy(),
                                theirs(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=2e-5)
 
 
@@ -121,7 +121,7 @@ def test_region_batch_norm_equals_the_slicing_loop(which, fused):
     y.backward(mg.tensor(g))
     yt = _slice_and_concatenate(theirs, xt, regions)
     yt.backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=2e-5)
     np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=2e-5)
     for name, param in ours.named_parameters():   # shared: gradients summed over regions
         np.testing.assert_allclose(param.grad.numpy(),
@@ -144,21 +144,22 @@ def test_region_batch_norm_eval_uses_each_regions_statistics(fused):
     regions = 2
     ours = nn.RegionBatchNorm2d(3, regions, fused=fused)
     r = np.random.default_rng(21)
-    ours.running_mean.data[...] = r.standard_normal((3, regions))
-    ours.running_var.data[...] = r.uniform(0.5, 2, (3, regions))
-    ours.weight.data[...] = r.uniform(0.5, 2, 3)
+    ours.running_mean.array[...] = r.standard_normal((3, regions))
+    ours.running_var.array[...] = r.uniform(0.5, 2, (3, regions))
+    ours.weight.array[...] = r.uniform(0.5, 2, 3)
     ours.eval()
     x = _data((2, 3, 4, 3), 22)[0]
     expected = []
     for i in range(regions):
         band = torch.nn.BatchNorm2d(3).eval()
-        band.load_state_dict({"weight": torch.tensor(ours.weight.numpy()),
-                              "bias": torch.tensor(ours.bias.numpy()),
+        band.load_state_dict({"weight": torch.tensor(ours.weight.detach().numpy()),
+                              "bias": torch.tensor(ours.bias.detach().numpy()),
                               "running_mean": torch.tensor(ours.running_mean.numpy()[:, i]),
                               "running_var": torch.tensor(ours.running_var.numpy()[:, i]),
                               "num_batches_tracked": torch.tensor(0)})
         expected.append(band(torch.tensor(x[:, :, 2 * i:2 * i + 2])).detach().numpy())
-    np.testing.assert_allclose(ours(mg.tensor(x)).numpy(), np.concatenate(expected, axis=2),
+    np.testing.assert_allclose(ours(mg.tensor(x)).detach().numpy(), np.concatenate(expected,
+                               axis=2),
                                rtol=1e-5, atol=1e-6)
 
 

@@ -55,7 +55,7 @@ def test_normalize_training_form_matches_torch(shape, axes):
     yt = (xt - mt) / torch.sqrt(vt + 1e-5)
     yt.backward(torch.tensor(g))
     y.backward(mg.tensor(g))
-    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(mean.numpy(), mt.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(var.numpy(), vt.detach().numpy(), rtol=1e-5)
     np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
@@ -74,7 +74,8 @@ def test_normalize_inference_form_matches_torch_with_gradients_for_all_three():
     y.backward(mg.tensor(g))
     xt, mt, vt = (torch.tensor(a, requires_grad=True) for a in (x, m, v))
     ((xt - mt) / torch.sqrt(vt + 1e-5)).backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), ((xt - mt) / torch.sqrt(vt + 1e-5)).detach().numpy(),
+    np.testing.assert_allclose(y.detach().numpy(),
+                               ((xt - mt) / torch.sqrt(vt + 1e-5)).detach().numpy(),
                                rtol=1e-5, atol=1e-6)
     for ours, theirs in ((xm, xt), (mm, mt), (vm, vt)):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
@@ -215,14 +216,14 @@ def test_fused_and_composed_equal_torch_and_each_other(which, shape, axis, form)
     results = {}
     for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
         y, mean, var, grads = _run(fn, x, g, gamma, beta, axis, **stats)
-        np.testing.assert_allclose(y.numpy(), y_t, rtol=1e-5, atol=3e-6)
+        np.testing.assert_allclose(y.detach().numpy(), y_t, rtol=1e-5, atol=3e-6)
         np.testing.assert_allclose(grads[0].numpy(), dx_t, rtol=1e-4, atol=2e-5)
         for ours, theirs in zip(grads[1:], dparams_t):
             assert (ours is None) == (theirs is None)
             if ours is not None:
                 np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-4)
         assert mean.shape == var.shape == (shape[axis],) and not mean.requires_grad
-        results[fn.__name__] = (y.numpy(), mean.numpy(), var.numpy(),
+        results[fn.__name__] = (y.detach().numpy(), mean.detach().numpy(), var.detach().numpy(),
                                 [t.numpy() for t in grads if t is not None])
     fused, composed = results["fused_batch_norm"], results["composed_batch_norm"]
     np.testing.assert_allclose(fused[0], composed[0], rtol=1e-5, atol=1e-6)

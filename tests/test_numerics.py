@@ -22,7 +22,7 @@ def _grads_both(mg_fn, torch_fn, arrays, upstream):
     out, ref = mg_fn(*xs), torch_fn(*ts)
     got = mg.grad(out, xs, mg.tensor(upstream), allow_unused=True)
     expected = torch.autograd.grad(ref, ts, torch.tensor(upstream), allow_unused=True)
-    return (out.numpy(), [g.numpy() for g in got]), (ref.detach().numpy(),
+    return (out.detach().numpy(), [g.detach().numpy() for g in got]), (ref.detach().numpy(),
                                                      [e.numpy() for e in expected])
 
 

@@ -38,7 +38,7 @@ def _run_both(make_ours, make_theirs, dtype=np.float32, steps=STEPS, skip_last=T
 def _assert_same(ours, theirs, rtol):
     for p, q in zip(ours, theirs, strict=True):
         assert p.dtype == q.detach().numpy().dtype
-        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=rtol, atol=rtol)
 
 
 SGD_OPTIONS = [dict(momentum=m, dampening=d, weight_decay=w, nesterov=n)
@@ -178,7 +178,7 @@ def test_zero_grad_and_closure():
         return loss
 
     assert opt.step(closure).item() == 3
-    np.testing.assert_allclose(p.numpy(), -1.0)              # p - 1 * 2p
+    np.testing.assert_allclose(p.detach().numpy(), -1.0)              # p - 1 * 2p
     opt.zero_grad(set_to_none=False)
     assert np.all(p.grad.numpy() == 0)
     opt.zero_grad()
@@ -221,14 +221,14 @@ def test_state_dict_round_trip_resumes_exactly(name):
     assert [g["params"] for g in saved["param_groups"]] == [[0, 1], [2]]
     arrays = [v for s in saved["state"].values() for v in s.values() if hasattr(v, "shape")]
     assert arrays and all(isinstance(v, np.ndarray) for v in arrays)
-    resumed = [nn.Parameter(mg.tensor(p.numpy().copy())) for p in first]
+    resumed = [nn.Parameter(mg.tensor(p.detach().numpy().copy())) for p in first]
     fresh = getattr(optim, name)(_two_groups(resumed), lr=123.0)
     fresh.load_state_dict(saved)
     assert fresh.param_groups[0]["lr"] == options["lr"]
     assert fresh.param_groups[1]["lr"] == 0.02
     train(resumed, fresh, grads[2:])
     for p, q in zip(resumed, straight, strict=True):
-        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
 
 
 @pytest.mark.parametrize("name", ALL_OPTIMIZERS)
@@ -289,13 +289,13 @@ def test_step_updates_parameters_in_place_and_nothing_else():
     its version by one; the gradients (values and versions), a state dict taken earlier and the
     arrays a state dict was loaded from stay as they were."""
     params = [nn.Parameter(mg.ones(3)), nn.Parameter(mg.ones(2))]
-    arrays = [p.data for p in params]
-    view = params[0].data[1:]
+    arrays = [p.array for p in params]
+    view = params[0].array[1:]
     opt = optim.Adam(params, lr=0.1)
     for p in params:
         p.grad = mg.full(p.shape, 0.5)
     opt.step()
-    assert all(p.data is a for p, a in zip(params, arrays, strict=True))
+    assert all(p.array is a for p, a in zip(params, arrays, strict=True))
     assert np.all(view != 1.0)
     assert [p._version for p in params] == [1, 1]             # one in-place change each
     assert all(p.grad._version == 0 for p in params)        # and nothing else changed

@@ -50,7 +50,7 @@ def _stack(values):
         if len(shapes) > 1:
             raise ValueError(f"default_collate: cannot stack samples of different shapes "
                              f"{sorted(shapes)}")
-        return np.stack([v.numpy() if isinstance(v, Tensor) else v for v in values])
+        return np.stack([v.numpy(force=True) if isinstance(v, Tensor) else v for v in values])
     for kind, dtype in ((bool, np.bool_), (numbers.Integral, np.int64),
                         (numbers.Real, np.float32)):
         if all(isinstance(v, kind) for v in values):

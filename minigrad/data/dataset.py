@@ -38,7 +38,7 @@ class TensorDataset(Dataset):
     def __init__(self, *arrays):
         if not arrays:
             raise ValueError("TensorDataset: needs at least one array")
-        self._arrays = tuple(a.numpy() if isinstance(a, Tensor) else np.asarray(a)
+        self._arrays = tuple(a.numpy(force=True) if isinstance(a, Tensor) else np.asarray(a)
                              for a in arrays)
         lengths = [a.shape[0] if a.ndim else None for a in self._arrays]
         if None in lengths or len(set(lengths)) != 1:

@@ -14,20 +14,20 @@ def _checked(tensor, what):
 
 def all_reduce(tensor, op="sum"):
     """In place: `tensor` becomes its sum, mean, max or min over all ranks (elementwise)."""
-    group.allreduce_array(_checked(tensor, "all_reduce").data, op)
+    group.allreduce_array(_checked(tensor, "all_reduce").array, op)
     return tensor
 
 
 def broadcast(tensor, src=0):
     """In place: `tensor` becomes rank `src`'s on every rank."""
-    group.broadcast_array(_checked(tensor, "broadcast").data, src)
+    group.broadcast_array(_checked(tensor, "broadcast").array, src)
     return tensor
 
 
 def all_gather(tensor_list, tensor):
     """Fill `tensor_list` (world_size tensors, or an empty list to append to) with every rank's
     `tensor`, in rank order."""
-    gathered = group.allgather_array(_checked(tensor, "all_gather").data)
+    gathered = group.allgather_array(_checked(tensor, "all_gather").array)
     if not tensor_list:
         tensor_list.extend(Tensor(a) for a in gathered)   # each a view of one fresh array
         return tensor_list
@@ -38,5 +38,5 @@ def all_gather(tensor_list, tensor):
         if out.shape != tensor.shape:
             raise ValueError(f"distributed.all_gather: tensor_list holds a tensor of shape "
                              f"{out.shape} for gathered tensors of shape {tensor.shape}")
-        out.data[...] = array
+        out.array[...] = array
     return tensor_list

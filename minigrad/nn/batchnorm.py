@@ -87,15 +87,15 @@ class _BatchNorm(Module):
         """Running mean 0, running variance 1, no batches tracked."""
         if self.track_running_stats:
             self.running_mean.zero_()
-            self.running_var.data[...] = 1
+            self.running_var.array[...] = 1
             self.num_batches_tracked.zero_()
 
     def reset_parameters(self):
         self.reset_running_stats()
         if self.weight is not None:
-            self.weight.data[...] = 1
+            self.weight.array[...] = 1
         if self.bias is not None:
-            self.bias.data[...] = 0
+            self.bias.array[...] = 0
 
     def _check_input(self, input):
         if not isinstance(input, Tensor):
@@ -152,11 +152,11 @@ class _BatchNorm(Module):
                                             self._stat_unit)
         if not (self.training and self.track_running_stats):
             return self._normalize(input, 0.0, count)
-        self.num_batches_tracked.data += 1   # in place on the 0-d array
+        self.num_batches_tracked.array += 1   # in place on the 0-d array
         try:
             return self._normalize(input, self._factor(count), count)
         except Exception:
-            self.num_batches_tracked.data -= 1   # the batch was not used
+            self.num_batches_tracked.array -= 1   # the batch was not used
             raise
 
     def update_rule(self):

@@ -76,12 +76,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype} "
                         f"(shape {indices.shape})")
     rows = weight.shape[0]
-    if indices.numel() and (int(indices.data.min()) < -rows or int(indices.data.max()) >= rows):
+    if indices.numel() and (int(indices.array.min()) < -rows or int(indices.array.max()) >= rows):
         raise IndexError(f"embedding: an index is outside the {rows} rows of the table "
-                         f"(indices in [{int(indices.data.min())}, {int(indices.data.max())}])")
+                         f"(indices in [{int(indices.array.min())}, {int(indices.array.max())}])")
     padding_idx = embedding_padding_index(padding_idx, rows)
     if padding_idx is not None:   # the padding row is read as a constant: no gradient
-        keep = (indices.data % rows != padding_idx)[..., None]
+        keep = (indices.array % rows != padding_idx)[..., None]
         out = ops.getitem(weight, indices)
         return ops.where(keep, out, ops.getitem(weight.detach(), indices))
     return ops.getitem(weight, indices)
@@ -201,10 +201,10 @@ def _update_running(running_mean, running_var, mean, var, count, factor):
     unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's
     convention. `count` (values per statistic) is above 1. Both buffers' versions move on, so a
     graph that read them (an evaluation-mode forward) refuses a backward afterwards."""
-    unbiased = var.data * (count / (count - 1))
-    for running, batch in ((running_mean, mean.data), (running_var, unbiased)):
-        running.data *= 1.0 - factor
-        running.data += factor * batch
+    unbiased = var.array * (count / (count - 1))
+    for running, batch in ((running_mean, mean.array), (running_var, unbiased)):
+        running.array *= 1.0 - factor
+        running.array += factor * batch
         bump_version(running)
 
 

@@ -31,17 +31,17 @@ def fuse_conv_bn_eval(conv, bn):
     if bn.num_features != conv.out_channels:
         raise ValueError(f"fuse_conv_bn: BatchNorm2d({bn.num_features}) cannot follow a conv "
                          f"with {conv.out_channels} output channels")
-    xp, weight = conv.weight.backend.xp, conv.weight.data
+    xp, weight = conv.weight.backend.xp, conv.weight.array
     wide = "float64"   # fold in float64, store in the conv's dtype
-    scale = 1.0 / xp.sqrt(bn.running_var.data.astype(wide) + bn.eps)
+    scale = 1.0 / xp.sqrt(bn.running_var.array.astype(wide) + bn.eps)
     if bn.weight is not None:
-        scale = scale * bn.weight.data
-    shift = -bn.running_mean.data.astype(wide)
+        scale = scale * bn.weight.array
+    shift = -bn.running_mean.array.astype(wide)
     if conv.bias is not None:
-        shift = shift + conv.bias.data
+        shift = shift + conv.bias.array
     shift = shift * scale
     if bn.bias is not None:
-        shift = shift + bn.bias.data
+        shift = shift + bn.bias.array
     fused = copy.deepcopy(conv)
     # weight into the registry in place (re-registering would move it after the bias); the bias
     # registered anew, last, whether the conv had one or not

@@ -2,7 +2,7 @@
 
 Random values are drawn on the CPU from minigrad's one seeded generator
 (`minigrad.manual_seed`), so a model built after the same seed has the same weights on every
-device. Each function fills `tensor.data` in place (not recorded on the tape, but counted by
+device. Each function fills `tensor.array` in place (not recorded on the tape, but counted by
 the tensor's version counter) and returns the tensor.
 """
 import math
@@ -43,7 +43,7 @@ def fan_in_and_fan_out(tensor):
 
 def _fill(tensor, values):
     """Copy CPU `values` into the tensor's array, in its dtype and on its device."""
-    tensor.data[...] = tensor.backend.asarray(values, dtype=tensor.dtype)
+    tensor.array[...] = tensor.backend.asarray(values, dtype=tensor.dtype)
     bump_version(tensor)
     return tensor
 
@@ -59,7 +59,7 @@ def normal_(tensor, mean=0.0, std=1.0):
 
 
 def constant_(tensor, value):
-    tensor.data[...] = value
+    tensor.array[...] = value
     bump_version(tensor)
     return tensor
 

@@ -84,7 +84,7 @@ def kl_div(input, target, *, reduction="mean", log_target=False):
     if log_target:
         losses = target.exp() * (target - input)
     else:
-        positive = (target > 0).data
+        positive = (target > 0).array
         safe = ops.where(positive, target, 1.0)   # log(1) = 0 where target = 0: 0 log 0 = 0
         losses = target * (safe.log() - input)
     if batchmean:

@@ -339,7 +339,7 @@ class Module:
                 "changed):\n  " + "\n  ".join(problems))
         for key, array in arrays.items():
             target = own[key]
-            target.data[...] = target.backend.asarray(array, dtype=target.dtype)
+            target.array[...] = target.backend.asarray(array, dtype=target.dtype)
             bump_version(target)
         return IncompatibleKeys(missing, unexpected)
 
@@ -387,28 +387,28 @@ def _move(tensor, backend, dtype):
     """Re-home `tensor` (and its gradient) on `backend` and/or cast it to `dtype`, keeping the
     Python object: only its array and backend change."""
     if backend is not None and tensor.backend is not backend:
-        tensor.data = backend.asarray(tensor.backend.to_numpy(tensor.data))
+        tensor.array = backend.asarray(tensor.backend.to_numpy(tensor.array))
         tensor._backend = backend
         if tensor.grad is not None:
             tensor.grad = tensor.grad.to(backend.device)
     if dtype is not None and tensor.dtype.kind == "f":
         dtype = tensor.backend.xp.dtype(dtype)
         if tensor.dtype != dtype:
-            tensor.data = tensor.data.astype(dtype)
+            tensor.array = tensor.array.astype(dtype)
             if tensor.grad is not None:
                 tensor.grad = tensor.grad.to(dtype=dtype)
 
 
 def _numpy_copy(tensor):
     """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it)."""
-    array = tensor.numpy()
+    array = tensor.numpy(force=True)
     return array.copy() if tensor.device == "cpu" else array
 
 
 def _checked_array(key, value, target):
     """`value` as a NumPy array ready to copy into `target`, or (None, the problem)."""
     if isinstance(value, Tensor):
-        value = value.numpy()
+        value = value.numpy(force=True)
     try:
         array = numpy.asarray(value)
     except Exception as error:  # anything at all may be passed in; report, do not crash

@@ -101,7 +101,7 @@ class _InstanceNorm(Module):
                              f"position axes, got shape {input.shape}")
         use_input_stats = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked.array[...] += 1
         return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
                                self.bias, use_input_stats,
                                0.0 if self.momentum is None else self.momentum, self.eps)

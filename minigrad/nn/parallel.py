@@ -59,11 +59,11 @@ def _buckets(tensors, cap_bytes):
     for members in groups.values():
         current, size = [], 0
         for t in members:
-            if current and size + t.data.nbytes > cap_bytes:
+            if current and size + t.array.nbytes > cap_bytes:
                 buckets.append(_Bucket(current))
                 current, size = [], 0
             current.append(t)
-            size += t.data.nbytes
+            size += t.array.nbytes
         buckets.append(_Bucket(current))
     return buckets
 
@@ -106,13 +106,13 @@ class DistributedDataParallel(Module):
         if not self._sync or not any(id(leaf) in self._params for leaf in leaves):
             return
         for bucket in self._grad_buckets:
-            flat = bucket.pack([None if p.grad is None else p.grad.data for p in bucket.tensors])
+            flat = bucket.pack([None if p.grad is None else p.grad.array for p in bucket.tensors])
             group.allreduce_array(flat, "mean")
             for param, values in bucket.unpacked():
                 if param.grad is None:
                     param.grad = Tensor(values, copy=True)
                 else:
-                    param.grad.data[...] = values
+                    param.grad.array[...] = values
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -132,9 +132,9 @@ class DistributedDataParallel(Module):
 
 
 def _broadcast(bucket):
-    group.broadcast_array(bucket.pack([t.data for t in bucket.tensors]), 0)
+    group.broadcast_array(bucket.pack([t.array for t in bucket.tensors]), 0)
     for tensor, values in bucket.unpacked():
-        tensor.data[...] = values
+        tensor.array[...] = values
 
 
 def _check_same_state(comm, named):

@@ -32,7 +32,7 @@ class SyncBatchNorm(_BatchNorm):
         axes = (0,) + tuple(range(2, input.ndim))
         y, mean, var, count = sync_normalize(input, axes, self.eps, check=self)
         if self.track_running_stats:
-            self.num_batches_tracked.data += 1
+            self.num_batches_tracked.array += 1
             F._update_running(running_mean, running_var, mean.reshape(-1), var.reshape(-1),
                               count, self._factor(count))
         return F._affine_channels(y, weight, bias)

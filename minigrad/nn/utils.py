@@ -77,7 +77,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         return Tensor(0.0)
     xp, dtype = grads[0].backend.xp, grads[0].dtype
     order = float(norm_type)
-    norms = xp.stack([xp.linalg.norm(g.data.reshape(-1), ord=order) for g in grads])
+    norms = xp.stack([xp.linalg.norm(g.array.reshape(-1), ord=order) for g in grads])
     total = xp.linalg.norm(norms.astype(dtype, copy=False), ord=order)
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
@@ -85,7 +85,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                            "error_if_nonfinite=False to scale them by it anyway")
     scale = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
     for g in grads:
-        g.data *= scale.astype(g.dtype, copy=False)
+        g.array *= scale.astype(g.dtype, copy=False)
         bump_version(g)                 # changed in place (as torch's mul_ counts)
     return Tensor.from_array(total, grads[0].backend)
 
@@ -93,7 +93,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient, in place, to [-clip_value, clip_value]. `foreach` is ignored."""
     for g in _grads(parameters):
-        g.backend.xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        g.backend.xp.clip(g.array, -clip_value, clip_value, out=g.array)
         bump_version(g)
 
 
@@ -109,7 +109,7 @@ def parameters_to_vector(parameters):
 
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of the 1-D tensor `vec` into `parameters`, in place (the
-    inverse of `parameters_to_vector`). PyTorch rebinds each `param.data` instead; writing
+    inverse of `parameters_to_vector`). PyTorch rebinds each `param.array` instead; writing
     into the parameters' own arrays keeps their views and optimizers valid, and counts as an
     in-place change of each (its version goes up by one)."""
     if not isinstance(vec, Tensor):
@@ -122,6 +122,6 @@ def vector_to_parameters(vec, parameters):
     start = 0
     for p in parameters:
         n = p.numel()
-        p.data[...] = p.backend.asarray(vec.data[start:start + n].reshape(p.shape))
+        p.array[...] = p.backend.asarray(vec.array[start:start + n].reshape(p.shape))
         bump_version(p)
         start += n

@@ -108,8 +108,8 @@ class Op:
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
         ctx = Context(backend, needs, cls)
-        arrays = ([None if x is None else _read_only(x.data) for x in inputs]
-                  if cls.read_only_inputs else [None if x is None else x.data for x in inputs])
+        arrays = ([None if x is None else _read_only(x.array) for x in inputs]
+                  if cls.read_only_inputs else [None if x is None else x.array for x in inputs])
         try:
             result = cls.forward(ctx, *arrays, **attrs)
         except ValueError as error:   # NumPy's words for a write into a read-only input

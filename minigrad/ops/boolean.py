@@ -21,7 +21,7 @@ def _bitwise(op, xp_name, a, b):
         raise device_mismatch(op, (a, b))
     a, b = promote(op, a, b)
     _check_bitwise(op, (a, b))
-    return Tensor.from_array(getattr(a._backend.xp, xp_name)(a.data, b.data), a._backend)
+    return Tensor.from_array(getattr(a._backend.xp, xp_name)(a.array, b.array), a._backend)
 
 
 def bitwise_and(a, b):
@@ -39,11 +39,11 @@ def bitwise_xor(a, b):
 def bitwise_not(a):
     """~a: logical not of a bool tensor, two's-complement not of an integer one."""
     _check_bitwise("bitwise_not (~)", (a,))
-    return Tensor.from_array(a._backend.xp.invert(a.data), a._backend)
+    return Tensor.from_array(a._backend.xp.invert(a.array), a._backend)
 
 
 def _test(xp_name, x):
-    return Tensor.from_array(getattr(x._backend.xp, xp_name)(x.data), x._backend)
+    return Tensor.from_array(getattr(x._backend.xp, xp_name)(x.array), x._backend)
 
 
 def isnan(x):
@@ -62,7 +62,7 @@ def _logical_reduction(op, x, dim, keepdim, axis, keepdims):
     dim, keepdim = dim_keywords(op, dim, keepdim, axis, keepdims)
     axes = normalize_axes(op, dim, x.shape)
     xp = x._backend.xp
-    return Tensor.from_array(xp.asarray(getattr(xp, op)(x.data, axis=axes, keepdims=keepdim)),
+    return Tensor.from_array(xp.asarray(getattr(xp, op)(x.array, axis=axes, keepdims=keepdim)),
                              x._backend)
 
 

@@ -172,7 +172,7 @@ class PowTensor(Op):
     @staticmethod
     def backward(ctx, g):
         a, t, out = ctx.saved
-        zero_power, zero_base = t.data == 0, (a.data == 0) & (t.data >= 0)
+        zero_power, zero_base = t.array == 0, (a.array == 0) & (t.array >= 0)
         # Where a gradient is set to 0, the formula is fed harmless values (a ** 0, log 1), so
         # no inf or NaN appears there, nor in a second derivative.
         return _grads(ctx, lambda: where(zero_power, 0, g * t * a ** where(zero_power, 1, t - 1)),
@@ -465,7 +465,7 @@ def where(condition, a, b):
         raise TypeError("where: a or b must be a Tensor")
     like = a if isinstance(a, Tensor) else b
     if isinstance(condition, Tensor):
-        condition = condition.data
+        condition = condition.array
     condition = like.backend.asarray(condition)
     if condition.dtype.kind != "b":
         raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "

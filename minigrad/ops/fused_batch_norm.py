@@ -128,7 +128,7 @@ class FusedBatchNorm(Op):
         x, gamma, _, _, _ = ctx.saved
         need_x, need_gamma, need_beta, _, _ = ctx.needs_input_grad
         dx, dgamma, dbeta = ctx.backend.kernel("batch_norm").backward(
-            g.data, x.data, ctx.mean, ctx.rstd, None if gamma is None else gamma.data,
+            g.array, x.array, ctx.mean, ctx.rstd, None if gamma is None else gamma.array,
             ctx.axis, need_x, need_gamma, need_beta)
         return tuple([None if grad is None else Tensor.from_array(grad, ctx.backend)
                       for grad in (dx, dgamma, dbeta)]) + (None, None)

@@ -102,7 +102,7 @@ class FusedBatchNormAct(Op):
             return FusedBatchNormAct._composed_backward(ctx, g)
         _, gamma, beta, _, _, z = ctx.saved
         dx, dgamma, dbeta = ctx.backend.kernel("batch_norm_act").backward_from_output(
-            g.data, z.data, ctx.rstd, _data(gamma), _data(beta), ctx.axis, ctx.activation,
+            g.array, z.array, ctx.rstd, _data(gamma), _data(beta), ctx.axis, ctx.activation,
             not ctx.inference, ctx.eps, need_x, need_gamma, need_beta)
         return tuple([None if grad is None else Tensor.from_array(grad, ctx.backend)
                       for grad in (dx, dgamma, dbeta)]) + (None, None)
@@ -116,14 +116,14 @@ class FusedBatchNormAct(Op):
         x, gamma, beta, mean, var, z = ctx.saved
         xp, act = ctx.xp, ctx.activation
         kernel = ctx.backend.kernel("batch_norm_act")
-        xhat = kernel.normalized_from_output(z.data, _data(gamma), _data(beta), ctx.axis, act,
+        xhat = kernel.normalized_from_output(z.array, _data(gamma), _data(beta), ctx.axis, act,
                                              ctx.eps)
         view = _channel_view_shape(z.shape, ctx.axis)
         rebuilt = (xhat / ctx.rstd.reshape(view) + ctx.mean.reshape(view)).astype(x.dtype)
         inputs = (x, gamma, beta, mean, var)
         wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
         with autograd.enable_grad():
-            x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.data, dtype=x.dtype),
+            x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.array, dtype=x.dtype),
                                          ctx.backend)
             y, _, _ = composed_batch_norm(x_at, gamma, beta, ctx.axis, ctx.eps, mean, var)
             out = composed_activation(y, *act)
@@ -133,7 +133,7 @@ class FusedBatchNormAct(Op):
 
 
 def _data(tensor):
-    return None if tensor is None else tensor.data
+    return None if tensor is None else tensor.array
 
 
 def fused_batch_norm_act(x, gamma, beta, activation="identity", negative_slope=0.01, alpha=1.0,

@@ -25,7 +25,7 @@ def _component(x, part):
         if part.device != x.device:
             raise ValueError(f"getitem: the index tensor is on {part.device} but the indexed "
                              f"tensor (shape {x.shape}) is on {x.device}")
-        part = part.data
+        part = part.array
     array = x._backend.asarray(part)
     if array.dtype.kind == "f" and array.size == 0:   # [] reads as float64 in NumPy
         array = array.astype("int64")

@@ -136,7 +136,7 @@ def _index_targets(op, input, target, weight, ignore_index):
     (zero rows where the target is ignore_index), which rows are kept, and the sum of the kept
     rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
     xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
-    target = _as_tensor(op, "target", target, input).data
+    target = _as_tensor(op, "target", target, input).array
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype "
                         f"{target.dtype} (input of shape {input.shape}); probability targets "
@@ -155,7 +155,7 @@ def _index_targets(op, input, target, weight, ignore_index):
     onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
     q = onehot.astype(input.dtype)
     if weight is not None:
-        q *= weight.data.astype(input.dtype, copy=False)
+        q *= weight.array.astype(input.dtype, copy=False)
     return q, kept, xp.asarray(q.sum())
 
 
@@ -189,7 +189,7 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
                      and bool(kept.all()))
         if label_smoothing:
             smooth = kept[:, None] * (1.0 if weight is None
-                                      else weight.data.astype(q.dtype, copy=False))
+                                      else weight.array.astype(q.dtype, copy=False))
             q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
         divisor = total.astype(q.dtype, copy=False)
         q = Tensor.from_array(q, input.backend)

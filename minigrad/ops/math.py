@@ -199,7 +199,7 @@ class VectorNorm2(Op):
     def backward(ctx, g):
         x, norm = ctx.saved
         g, norm = g.reshape(ctx.kept), norm.reshape(ctx.kept)
-        zero = (norm == 0).data
+        zero = (norm == 0).array
         return where(zero, 0.0, g * x / where(zero, 1.0, norm))
 
 

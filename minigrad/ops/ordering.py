@@ -67,7 +67,7 @@ def sort(x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return SortResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
     axis = _axis("sort", dim, x)
-    indices = _sorting_indices(x.backend.xp, x.data, axis, descending)
+    indices = _sorting_indices(x.backend.xp, x.array, axis, descending)
     values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
     return SortResult(values, Tensor.from_array(indices, x.backend))
 
@@ -86,7 +86,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
                          f"tensor of shape {x.shape}")
     if x.ndim == 0:
         return TopkResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
-    order = _sorting_indices(x.backend.xp, x.data, axis, largest)
+    order = _sorting_indices(x.backend.xp, x.array, axis, largest)
     indices = order[(slice(None),) * axis + (slice(0, k),)]
     values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
     return TopkResult(values, Tensor.from_array(indices, x.backend))

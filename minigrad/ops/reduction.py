@@ -138,7 +138,7 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 def _arg_extremum(name, x, dim, keepdim):
     """argmax / argmin: the index of the first extreme element along `dim`, or in the flattened
     tensor when dim is None (an int64 constant)."""
-    data = x.data
+    data = x.array
     if dim is None:
         if data.size == 0:
             raise ValueError(f"{name}: a tensor of shape {x.shape} is empty; there is no index "
@@ -169,7 +169,7 @@ def extremum_along(name, x, dim, keepdim=False):
     axis = normalize_axis(name, dim, x.shape)
     indices = _arg_extremum("arg" + name, x, axis, True)
     xp = x.backend.xp
-    index = tuple(indices.data if k == axis else
+    index = tuple(indices.array if k == axis else
                   xp.arange(n).reshape([n if j == k else 1 for j in range(x.ndim)])
                   for k, n in enumerate(x.shape))
     values = x[index] if x.ndim else x
@@ -211,7 +211,7 @@ class Var(Op):
         centered = x - x.mean(axis=ctx.axes, keepdims=True)
         if ctx.over_all and ctx.dof <= 0:
             xp = ctx.xp
-            scale = xp.where(centered.data == 0, xp.nan, xp.inf).astype(x.dtype)
+            scale = xp.where(centered.array == 0, xp.nan, xp.inf).astype(x.dtype)
             return _spread(g, ctx) * Tensor.from_array(scale, ctx.backend)
         scale = 2.0 / ctx.dof if ctx.dof else float("inf")
         return _spread(g, ctx) * centered * scale
@@ -269,7 +269,7 @@ class Prod(Op):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved
-        if not (x.data == 0).any():
+        if not (x.array == 0).any():
             return _spread(g, ctx) * _spread(out, ctx) / x
         return _spread(g, ctx) * _product_of_others(x, ctx.axes)
 

@@ -24,10 +24,10 @@ class Adagrad(Optimizer):
         first, second = self._work_arrays(param)
         if not state:
             state["step"] = 0
-            state["sum"] = xp.full_like(param.data, group["initial_accumulator_value"])
+            state["sum"] = xp.full_like(param.array, group["initial_accumulator_value"])
         state["step"] += 1
         if group["weight_decay"]:
-            grad = xp.add(grad, xp.multiply(param.data, group["weight_decay"], out=first),
+            grad = xp.add(grad, xp.multiply(param.array, group["weight_decay"], out=first),
                           out=first)
         clr = group["lr"] / (1.0 + (state["step"] - 1) * group["lr_decay"])
         total = state["sum"]
@@ -36,4 +36,4 @@ class Adagrad(Optimizer):
         std += group["eps"]
         update = xp.divide(grad, std, out=second)
         update *= -clr
-        param.data += update
+        param.array += update

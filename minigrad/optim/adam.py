@@ -36,17 +36,17 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param.data)
-            state["exp_avg_sq"] = xp.zeros_like(param.data)
+            state["exp_avg"] = xp.zeros_like(param.array)
+            state["exp_avg_sq"] = xp.zeros_like(param.array)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(param.data)
+                state["max_exp_avg_sq"] = xp.zeros_like(param.array)
         state["step"] += 1
         step = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
         if group["weight_decay"] and group["decoupled_weight_decay"]:
-            param.data *= 1.0 - group["lr"] * group["weight_decay"]
+            param.array *= 1.0 - group["lr"] * group["weight_decay"]
         elif group["weight_decay"]:
-            grad = xp.add(grad, xp.multiply(param.data, group["weight_decay"], out=first),
+            grad = xp.add(grad, xp.multiply(param.array, group["weight_decay"], out=first),
                           out=first)
         m *= beta1
         m += xp.multiply(grad, 1.0 - beta1, out=second)
@@ -61,7 +61,7 @@ class Adam(Optimizer):
         denom += group["eps"]
         update = xp.divide(m, denom, out=second)
         update *= -group["lr"] / (1.0 - beta1 ** step)
-        param.data += update
+        param.array += update
 
 
 class AdamW(Adam):

@@ -1,7 +1,7 @@
 """`Optimizer`: parameter groups, per-parameter state, `zero_grad`, `step`, and its state dict.
 
 A subclass gives its defaults and writes `_update(param, grad, state, group)`: array code on the
-parameter's backend (`param.backend.xp`) that changes `param.data` in place. Updates never go on
+parameter's backend (`param.backend.xp`) that changes `param.array` in place. Updates never go on
 the tape (they touch arrays, not tensors), never write into `grad` (a gradient array may be
 shared), and take their temporaries from `_work_arrays`, so a step allocates nothing after the
 first one. `step` bumps each updated parameter's version counter, so a backward through a graph
@@ -79,7 +79,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
+                    self._update(p, p.grad.array, self.state.setdefault(p, {}), group)
                     version.bump_version(p)   # p changed in place: graphs that saved it know
         return loss
 
@@ -89,7 +89,7 @@ class Optimizer:
     def _work_arrays(self, param):
         """Two scratch arrays shaped like `param`: views into one buffer per (device, dtype)
         that every parameter reuses, grown to the largest parameter on the first step."""
-        size = param.data.size
+        size = param.array.size
         key = (param.device, param.dtype)
         buffer = self._work.get(key)
         if buffer is None or buffer.size < 2 * size:

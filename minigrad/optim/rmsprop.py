@@ -26,14 +26,14 @@ class RMSprop(Optimizer):
         alpha = group["alpha"]
         if not state:
             state["step"] = 0
-            state["square_avg"] = xp.zeros_like(param.data)
+            state["square_avg"] = xp.zeros_like(param.array)
             if group["momentum"] > 0:
-                state["momentum_buffer"] = xp.zeros_like(param.data)
+                state["momentum_buffer"] = xp.zeros_like(param.array)
             if group["centered"]:
-                state["grad_avg"] = xp.zeros_like(param.data)
+                state["grad_avg"] = xp.zeros_like(param.array)
         state["step"] += 1
         if group["weight_decay"]:
-            grad = xp.add(grad, xp.multiply(param.data, group["weight_decay"], out=first),
+            grad = xp.add(grad, xp.multiply(param.array, group["weight_decay"], out=first),
                           out=first)
         square_avg = state["square_avg"]
         square_avg *= alpha
@@ -58,4 +58,4 @@ class RMSprop(Optimizer):
             scaled = xp.multiply(buf, -group["lr"], out=second)
         else:
             scaled *= -group["lr"]
-        param.data += scaled
+        param.array += scaled

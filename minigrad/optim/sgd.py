@@ -31,7 +31,7 @@ class SGD(Optimizer):
         momentum = group["momentum"]
         d = grad
         if group["weight_decay"]:
-            d = xp.multiply(param.data, group["weight_decay"], out=first)
+            d = xp.multiply(param.array, group["weight_decay"], out=first)
             d += grad
         if momentum:
             buf = state.get("momentum_buffer")
@@ -47,4 +47,4 @@ class SGD(Optimizer):
                 d = xp.add(d, xp.multiply(buf, momentum, out=second), out=second)
             else:
                 d = buf
-        param.data += xp.multiply(d, -group["lr"], out=second)
+        param.array += xp.multiply(d, -group["lr"], out=second)
