@@ -15,6 +15,7 @@ from .ops._shapes import check_sizes
 from .random import numpy_generator
 from .tensor import Tensor, shape_from_args
 
+
 def tensor(data, requires_grad=False, dtype=None, device=None):
     """A new tensor with its own copy of `data` (a number, a nested list, an array or a tensor).
 

@@ -72,7 +72,8 @@ def test_dropout_draws_its_mask_on_the_inputs_device():
     x = on_device(np.ones((200, 50), np.float32), device)
     y = mg.nn.functional.dropout(x, 0.25)
     assert y.backend is device
-    assert generator(mg.get_backend("cpu")).bit_generator.state == cpu_state   # the CPU generator drew nothing
+    # the CPU generator drew nothing
+    assert generator(mg.get_backend("cpu")).bit_generator.state == cpu_state
     values = set(np.unique(y.array).tolist())
     assert values == {0.0, np.float32(1 / 0.75)}
     assert abs((y.array == 0).mean() - 0.25) < 0.02

@@ -11,7 +11,6 @@ cut down to one), then rank r takes every num_replicas-th index from position r.
 drawn from `seed + epoch` (call `set_epoch(epoch)` each epoch), identically on every rank.
 """
 import math
-
 import numbers
 
 import numpy as np

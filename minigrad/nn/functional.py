@@ -6,7 +6,6 @@ import functools
 import numpy
 
 from .. import ops
-from ..random import device_generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -20,6 +19,7 @@ from ..ops import (  # noqa: F401
     sigmoid,
     tanh,
 )
+from ..random import device_generator
 from ..tensor import Tensor
 from ..version import bump_version
 from .interpolation import interpolate  # noqa: F401

@@ -1,9 +1,9 @@
 """Parameter initialisation, in place, as in `torch.nn.init`.
 
 Random values are drawn on the CPU from `generator=` (a `minigrad.Generator`; default: the
-default generator, `minigrad.manual_seed`), so a model built after the same seed has the same weights on every
-device. Each function fills `tensor.array` in place (not recorded on the tape, but counted by
-the tensor's version counter) and returns the tensor.
+default generator, `minigrad.manual_seed`), so a model built after the same seed has the same
+weights on every device. Each function fills `tensor.array` in place (not recorded on the tape,
+but counted by the tensor's version counter) and returns the tensor.
 """
 import math
 
