@@ -115,7 +115,9 @@ class DataLoader:
         pool = self._pool if self._pool is not None and self._pool.alive else \
             worker.WorkerPool(fetch, self.num_workers, progress.base_seed, self.worker_init_fn,
                               self.multiprocessing_context)
-        self._pool = pool if self.persistent_workers else None
+        if self.persistent_workers and pool is not self._pool:
+            self._pool = pool
+            weakref.finalize(self, pool.shutdown)   # they stop with the loader
         return _Iterator(self, progress, fetch, pool)
 
     def _new_epoch(self):

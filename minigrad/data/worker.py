@@ -107,7 +107,6 @@ class _Array:
 def _loop(fetch, worker_id, num_workers, seed, init_fn, tasks, results, parent):
     """A worker: seed, run `init_fn(worker_id)`, then answer tasks until told to stop."""
     global _info
-    results.cancel_join_thread()   # exiting never waits for a main process that stopped reading
     random.manual_seed(seed)
     python_random.seed(seed)
     _info = WorkerInfo(worker_id, num_workers, seed, fetch.dataset)
@@ -116,12 +115,14 @@ def _loop(fetch, worker_id, num_workers, seed, init_fn, tasks, results, parent):
             init_fn(worker_id)
     except Exception as error:
         results.put(pickle.dumps((None, None, Failure(worker_id, error, "in worker_init_fn"))))
+        results.close()   # and wait until it is sent
         return
     while True:
         try:
             task = tasks.get(timeout=_POLL_SECONDS)
         except queue.Empty:
-            if os.getppid() != parent:   # the main process is gone
+            if os.getppid() != parent:   # the main process is gone: send nothing more
+                results.cancel_join_thread()
                 return
             continue
         if task is None:
@@ -164,6 +165,10 @@ class WorkerPool:
                 pass
             for w, worker in enumerate(self.workers):
                 if not worker.is_alive():
+                    try:   # what it sent before it exited
+                        return pickle.loads(self.results.get(timeout=_POLL_SECONDS))
+                    except queue.Empty:
+                        pass
                     self.shutdown(now=True)
                     raise RuntimeError(f"DataLoader worker {w} (pid {worker.pid}) exited "
                                        f"unexpectedly with exit code {worker.exitcode}")
