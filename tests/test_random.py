@@ -200,3 +200,18 @@ def test_generator_on_the_wrong_device_is_refused():
     g.device = "cuda"   # a stand-in: the check reads the device
     with pytest.raises(RuntimeError, match="expected a 'cpu' generator"):
         mg.randn(2, generator=g)
+
+
+def test_random_sampler_as_torch():
+    from torch.utils.data import RandomSampler as TorchSampler
+    for kwargs in ({}, {"replacement": True, "num_samples": 25}, {"num_samples": 23}):
+        ours = list(mg.data.RandomSampler(range(10), **kwargs))
+        theirs = list(TorchSampler(range(10), **kwargs))
+        assert len(ours) == len(theirs) == len(mg.data.RandomSampler(range(10), **kwargs))
+        assert all(0 <= i < 10 for i in ours)
+        if not kwargs.get("replacement"):   # whole permutations, as torch's
+            assert sorted(ours[:10]) == list(range(10))
+    with pytest.raises(ValueError):
+        TorchSampler(range(3), num_samples=0)
+    with pytest.raises(ValueError, match="num_samples should be a positive integer"):
+        mg.data.RandomSampler(range(3), num_samples=0)
