@@ -283,3 +283,18 @@ def test_a_deep_pickle_is_a_clear_error(tmp_path):
     path = archive_with(tmp_path, out.getvalue())
     with pytest.raises(CheckpointError, match="nested too deeply"):
         mg.load(path)
+
+
+def test_many_views_of_one_storage_cannot_blow_up(tmp_path):
+    big = torch.zeros(1 << 16)   # 256 KiB, viewed 200 times by a pickle of a few KB
+    path = tmp_path / "views.pt"
+    torch.save([big] * 2, path)
+    with zipfile.ZipFile(path) as archive:
+        records = {i.filename: archive.read(i) for i in archive.infolist()}
+    pkl = next(name for name in records if name.endswith("data.pkl"))
+    # [t, t] memoises t once; make every reference a fresh rebuild of the same storage
+    one = records[pkl][records[pkl].index(b"ctorch._utils"):records[pkl].rindex(b"R") + 1]
+    records[pkl] = b"\x80\x02]q\x00(" + one * 200 + b"e."
+    path = rewritten(tmp_path, records, lambda name, c: c)
+    with pytest.raises(CheckpointError, match="more than 4 times the file's size"):
+        mg.load(path)

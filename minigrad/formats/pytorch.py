@@ -48,6 +48,7 @@ _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage
              "ComplexDoubleStorage": "complex128"}
 _STORAGE_OF = {dtype: name for name, dtype in _STORAGES.items()}
 _BIG = 1 << 62     # no size, stride or offset in a real file comes near this
+_COPY_RATIO, _COPY_SLACK = 4, 1 << 20   # loaded tensors take at most 4x the file (+ 1 MiB)
 _DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
            TypeError, KeyError, IndexError, AttributeError, OverflowError, RuntimeError,
            MemoryError, RecursionError, struct.error, pickle.UnpicklingError)
@@ -194,7 +195,7 @@ def read(path):
                     archive.read(records["byteorder"]) != b"little":
                 raise bad("its storages are big-endian, which minigrad does not read")
             unpickler = _Unpickler(io.BytesIO(archive.read(records["data.pkl"])), archive,
-                                   records, bad)
+                                   records, bad, _COPY_RATIO * size + _COPY_SLACK)
             state = unpickler.load()
             return _structure(state, records["data.pkl"].file_size, bad)
     except CheckpointError:
@@ -261,9 +262,10 @@ def _dtype(storage_name):
 class _Unpickler(pickle.Unpickler):
     """The pickle machine with only a weights-only file's names (see the module docstring)."""
 
-    def __init__(self, file, archive, records, bad):
+    def __init__(self, file, archive, records, bad, budget):
         super().__init__(file)
         self.archive, self.records, self.bad, self.storages = archive, records, bad, {}
+        self.budget = budget   # bytes the tensors may still take
         self.allowed = {("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
                         ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
                         ("collections", "OrderedDict"): _ordered_dict}
@@ -322,6 +324,10 @@ class _Unpickler(pickle.Unpickler):
             raise self.bad(f"a tensor of size {size} has more elements than its storage "
                            f"({available}; an expanded view): save a .contiguous() copy")
         itemsize = storage.array.itemsize
+        self.budget -= numel * itemsize
+        if self.budget < 0:
+            raise self.bad(f"its tensors would take more than {_COPY_RATIO} times the file's "
+                           f"size (many views of one storage)")
         view = numpy.lib.stride_tricks.as_strided(
             storage.array[offset:] if numel else storage.array[:0], size,
             [s * itemsize for s in stride], writeable=False)
