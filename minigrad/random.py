@@ -45,7 +45,7 @@ class Generator:
             raise ValueError(f"Generator.manual_seed: the seed must be an integer in "
                              f"[-2**63, 2**64), got {seed!r}")
         self._seed = int(seed) % _SEEDS
-        self._numpy = self._backend.xp.random.default_rng(self._seed)
+        self._stream = self._backend.xp.random.default_rng(self._seed)
         return self
 
     def seed(self):
@@ -61,12 +61,12 @@ class Generator:
     def get_state(self):
         """A copy of the stream's state (NumPy's bit-generator state), for `set_state`."""
         self._cpu_only("get_state")
-        return copy.deepcopy(self._numpy.bit_generator.state)
+        return copy.deepcopy(self._stream.bit_generator.state)
 
     def set_state(self, new_state):
         """Continue the stream from `new_state`, as `get_state()` returned it."""
         self._cpu_only("set_state")
-        self._numpy = generator_from_state(new_state, "Generator.set_state")
+        self._stream = generator_from_state(new_state, "Generator.set_state")
         return self
 
     def _cpu_only(self, what):
@@ -126,14 +126,14 @@ def get_rng_state():
 
 def set_rng_state(new_state):
     """Continue the default generator from `new_state`, as `get_rng_state()` returned it."""
-    default_generator._numpy = generator_from_state(new_state, "set_rng_state")
+    default_generator._stream = generator_from_state(new_state, "set_rng_state")
 
 
 def numpy_generator(generator, op):
     """The NumPy generator to draw from for `op(..., generator=generator)`: the default
     generator's for None, a CPU `Generator`'s stream, or a NumPy Generator as it is."""
     if generator is None:
-        return default_generator._numpy
+        return default_generator._stream
     if isinstance(generator, numpy.random.Generator):
         return generator
     if not isinstance(generator, Generator):
@@ -142,14 +142,14 @@ def numpy_generator(generator, op):
     if generator.device != "cpu":
         raise RuntimeError(f"{op}: expected a 'cpu' generator (draws are made on the CPU), "
                            f"got one on {generator.device!r}")
-    return generator._numpy
+    return generator._stream
 
 
 def device_generator(backend):
     """The default stream for draws made on `backend`'s device: the default generator's on
     the CPU; on a GPU, that device's own (seeded like the default one; other numbers)."""
     if backend.device == "cpu":
-        return default_generator._numpy
+        return default_generator._stream
     if backend not in _device_generators:
         _device_generators[backend] = backend.xp.random.default_rng(initial_seed())
     return _device_generators[backend]

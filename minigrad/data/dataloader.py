@@ -111,7 +111,7 @@ class DataLoader:
         if self.num_workers == 0:
             return _Iterator(self, progress, fetch, None)
         if progress.base_seed is None:   # resumed from a state saved before base seeds
-            progress.base_seed = int(random.default_generator._numpy.integers(1 << 62))
+            progress.base_seed = int(random.numpy_generator(None, "DataLoader").integers(1 << 62))
         pool = self._pool if self._pool is not None and self._pool.alive else \
             worker.WorkerPool(fetch, self.num_workers, progress.base_seed, self.worker_init_fn,
                               self.multiprocessing_context)
@@ -121,8 +121,7 @@ class DataLoader:
         return _Iterator(self, progress, fetch, pool)
 
     def _new_epoch(self):
-        generator = self._generator if self._generator is not None else \
-            random.default_generator._numpy
+        generator = random.numpy_generator(self._generator, "DataLoader")
         if self.shuffle and self.sampler is None:
             epoch_start = self._state(generator)
             order = generator.permutation(len(self.dataset))
