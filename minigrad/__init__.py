@@ -7,14 +7,15 @@ from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
 from .creation import (
                        allclose,
                        arange,
+                       bernoulli,
                        empty,
                        eye,
                        from_numpy,
                        full,
                        full_like,
-                       get_rng_state,
                        linspace,
-                       manual_seed,
+                       multinomial,
+                       normal,
                        ones,
                        ones_like,
                        rand,
@@ -23,7 +24,6 @@ from .creation import (
                        randn,
                        randn_like,
                        randperm,
-                       set_rng_state,
                        tensor,
                        zeros,
                        zeros_like,
@@ -140,6 +140,15 @@ from .functions import (
                        where,
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .random import (
+                       Generator,
+                       default_generator,
+                       get_rng_state,
+                       initial_seed,
+                       manual_seed,
+                       seed,
+                       set_rng_state,
+)
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor
 

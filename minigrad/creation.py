@@ -1,10 +1,10 @@
-"""Functions that make tensors: from data, filled, random (one seeded generator), ranges.
+"""Functions that make tensors: from data, filled, random (from a `Generator`), ranges.
 
 Every function takes `dtype=`, `device=` ("cpu" | "cuda") and, where it makes sense,
-`requires_grad=`. Without a dtype, filled and random tensors have the default float dtype
+`requires_grad=`; the random ones take `generator=` (minigrad/random.py; default: the default
+generator). Without a dtype, filled and random tensors have the default float dtype
 (float32, `mg.set_default_dtype`) and the rest follow the rules of `tensor` (minigrad/tensor.py).
 """
-import copy
 import numbers
 
 import numpy
@@ -12,61 +12,8 @@ import numpy
 from .backends import get_backend
 from .dtypes import as_dtype, get_default_dtype
 from .ops._shapes import check_sizes
+from .random import numpy_generator
 from .tensor import Tensor, shape_from_args
-
-_generator = numpy.random.default_rng()
-_seed = None
-_device_generators = {}   # backend -> its own generator, for draws made on the device
-
-
-def manual_seed(seed):
-    """Seed the generator behind `randn`, `rand`, parameter initialisation and dropout (and the
-    GPU's generator for dropout masks)."""
-    global _generator, _seed
-    _generator, _seed = numpy.random.default_rng(seed), seed
-    _device_generators.clear()
-
-
-def generator(backend=None):
-    """The generator minigrad draws its random numbers from (ask again after `manual_seed`:
-    seeding makes a new one). On the CPU: NumPy's. For another backend (the GPU): that array
-    library's own (`xp.random.default_rng`, same seed), so a draw such as a dropout mask is made
-    on the device with no copy from the host; its numbers differ from the CPU's."""
-    if backend is None or backend.device == "cpu":
-        return _generator
-    if backend not in _device_generators:
-        _device_generators[backend] = backend.xp.random.default_rng(_seed)
-    return _device_generators[backend]
-
-
-def get_rng_state():
-    """A copy of the state of minigrad's CPU generator: NumPy's bit-generator state, a dict of
-    strings and ints, which `set_rng_state` puts back (e.g. when resuming from a checkpoint).
-    Like PyTorch's `torch.get_rng_state`, it does not cover the GPU's own generator (dropout
-    masks drawn on the device)."""
-    return copy.deepcopy(_generator.bit_generator.state)
-
-
-def set_rng_state(state):
-    """Continue minigrad's random numbers from `state`, as `get_rng_state()` returned it."""
-    global _generator
-    _generator = generator_from_state(state, "set_rng_state")
-
-
-def generator_from_state(state, where):
-    """A NumPy generator whose bit generator is in `state`, or a clear error naming `where`."""
-    name = state.get("bit_generator") if isinstance(state, dict) else None
-    bit_generator_type = getattr(numpy.random, str(name), None)
-    if not isinstance(bit_generator_type, type) or \
-            not issubclass(bit_generator_type, numpy.random.BitGenerator):
-        raise ValueError(f"{where}: expected a NumPy bit-generator state (a dict with "
-                         f"'bit_generator', e.g. from get_rng_state()), got {state!r:.200}")
-    bit_generator = bit_generator_type()
-    try:
-        bit_generator.state = copy.deepcopy(state)
-    except (TypeError, ValueError, KeyError) as error:
-        raise ValueError(f"{where}: not a valid {name} state ({error})") from error
-    return numpy.random.Generator(bit_generator)
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):
@@ -145,22 +92,26 @@ def _from_samples(samples, dtype, device, requires_grad):
     return _made(array, backend, requires_grad)
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples (drawn on the CPU from the seeded generator)."""
-    return _random("randn", _generator.standard_normal, shape, dtype, device, requires_grad)
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples (drawn on the CPU from `generator`)."""
+    draw = numpy_generator(generator, "randn").standard_normal
+    return _random("randn", draw, shape, dtype, device, requires_grad)
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1) (drawn on the CPU from the seeded generator)."""
-    return _random("rand", _generator.random, shape, dtype, device, requires_grad)
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1) (drawn on the CPU from `generator`)."""
+    draw = numpy_generator(generator, "rand").random
+    return _random("rand", draw, shape, dtype, device, requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False):
-    return randn(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+def randn_like(t, dtype=None, requires_grad=False, generator=None):
+    return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=t.device,
+                 requires_grad=requires_grad)
 
 
-def rand_like(t, dtype=None, requires_grad=False):
-    return rand(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+def rand_like(t, dtype=None, requires_grad=False, generator=None):
+    return rand(t.shape, generator=generator, dtype=dtype or t.dtype, device=t.device,
+                requires_grad=requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -200,22 +151,40 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     return _made(array.astype(as_dtype(dtype) or get_default_dtype()), backend, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False):
     """Integers drawn uniformly from [low, high) (`randint(high, size)` starts at 0), int64 by
-    default, from the seeded generator."""
+    default, from `generator`."""
     if size is None:   # randint(high, size)
         low, high, size = 0, low, high
     if size is None or high is None or high <= low:
         raise ValueError(f"randint: expected randint(low, high, size) with low < high, got "
                          f"low={low}, high={high}, size={size}")
-    samples = _generator.integers(low, high, shape_from_args((size,)))
+    samples = numpy_generator(generator, "randint").integers(low, high, shape_from_args((size,)))
     return _from_samples(samples, as_dtype(dtype) or "int64", device, requires_grad)
 
 
-def randperm(n, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1 (int64 by default), from the seeded generator."""
-    return _from_samples(_generator.permutation(n), as_dtype(dtype) or "int64", device,
-                         requires_grad)
+def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64 by default), from `generator`."""
+    samples = numpy_generator(generator, "randperm").permutation(n)
+    return _from_samples(samples, as_dtype(dtype) or "int64", device, requires_grad)
+
+
+def multinomial(input, num_samples, replacement=False, generator=None):
+    """`input.multinomial(...)`: indices drawn by the weights in each row of `input`."""
+    return input.multinomial(num_samples, replacement, generator=generator)
+
+
+def bernoulli(input, p=None, generator=None):
+    """`input.bernoulli(...)`: 1 with probability `input` (or `p`), else 0."""
+    return input.bernoulli(p, generator=generator)
+
+
+def normal(mean, std, size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Samples of N(mean, std^2) (numbers) of shape `size`."""
+    draw = numpy_generator(generator, "normal").normal
+    return _random("normal", lambda shape: draw(mean, std, shape), (size,), dtype, device,
+                   requires_grad)
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -4,6 +4,8 @@ The format follows the file's extension (see `minigrad.formats`):
 
     .safetensors   a JSON header, then raw little-endian bytes; SHA-256 digests verified on load
     .npz           NumPy's zip of .npy files (allow_pickle=False) with a manifest of its members
+    .pt / .pth     PyTorch's zip (torch.save's layout), its pickle read by a restricted
+                   unpickler that runs no pickle code (minigrad/formats/pytorch.py)
 
 `state` is a flat dict of name -> array (e.g. `model.state_dict()`), stored as exactly those
 named arrays so other tools read the file, or nested state: dicts (str or int keys), lists and
@@ -23,12 +25,13 @@ import os
 import numpy
 
 from .atomic import atomic_write
-from .formats import CheckpointError, fail, npz, safetensors
+from .formats import CheckpointError, fail, npz, pytorch, safetensors
 from .tensor import Tensor
 
 __all__ = ["CheckpointError", "load", "save"]
 
-_FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz}
+_FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz,
+            **dict.fromkeys(pytorch.EXTENSIONS, pytorch)}
 _RESERVED_NAMES = {safetensors.METADATA}   # names a flat dict cannot use as array names
 
 
@@ -147,7 +150,7 @@ def _unflatten(node, arrays, device, used, path, extension):
 
 
 def save(state, path):
-    """Write `state` to `path` as .safetensors or .npz, by its extension, atomically.
+    """Write `state` to `path` as .safetensors, .npz or .pt/.pth, by its extension, atomically.
 
     state: a flat dict of name -> NumPy array or Tensor (e.g. `model.state_dict()`), stored as
     those named arrays; or nested dicts (str or int keys), lists and tuples of arrays, Tensors,
@@ -164,7 +167,10 @@ def save(state, path):
 
 
 def load(path, device=None):
-    """Read a checkpoint written by `save`, or any .safetensors / .npz file of plain arrays.
+    """Read a checkpoint written by `save`, any .safetensors / .npz file of plain arrays, or a
+    .pt / .pth file written by `torch.save` (weights only: tensors in dicts, lists, tuples,
+    numbers and strings; anything else is refused before it could run). From a .pt file tensors
+    come back as Tensors (NumPy arrays and scalars were saved as tensors).
 
     A flat dict comes back as a dict of name -> NumPy array, or of Tensors on `device` when a
     device is given. Nested state comes back with the same structure: NumPy arrays and scalars

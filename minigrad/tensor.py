@@ -268,6 +268,36 @@ class Tensor(TensorMethods):
     def zero_(self): return inplace.assign(self, "zero_", Ellipsis, 0)
     def clamp_(self, min=None, max=None): return inplace.clamp(self, min, max)
     def __setitem__(self, index, value): inplace.assign(self, "setitem", index, value)
+
+    # ------------------------------------------------------------------ random (random.py)
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fill with samples of N(mean, std^2), drawn on the CPU from `generator`."""
+        draws = random.numpy_generator(generator, "normal_").normal(mean, std, self.shape)
+        return inplace.assign(self, "normal_", Ellipsis, draws)
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):   # PyTorch names them from, to
+        """Fill with samples of U(a, b), drawn on the CPU from `generator`."""
+        draws = random.numpy_generator(generator, "uniform_").uniform(a, b, self.shape)
+        return inplace.assign(self, "uniform_", Ellipsis, draws)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 with probability p (a number or a tensor broadcast to this one), else 0."""
+        p = p.numpy(force=True) if isinstance(p, Tensor) else p
+        draws = random.bernoulli_draws("bernoulli_", p, self.shape, generator)
+        return inplace.assign(self, "bernoulli_", Ellipsis, draws)
+
+    def bernoulli(self, p=None, *, generator=None):
+        """A new tensor: 1 with probability given by this tensor (or by the number p), else 0."""
+        p = self.numpy(force=True) if p is None else p
+        draws = random.bernoulli_draws("bernoulli", p, self.shape, generator)
+        return Tensor(draws, dtype=self.dtype, device=self.device)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        """int64 indices drawn by the non-negative weights in each row of this 1-d or 2-d
+        tensor, with or without replacement (see random.multinomial_indices)."""
+        picks = random.multinomial_indices("multinomial", self.numpy(force=True), num_samples,
+                                           replacement, generator)
+        return Tensor(picks, device=self.device)
     def __iadd__(self, other): return self.add_(other)
     def __isub__(self, other): return self.sub_(other)
     def __imul__(self, other): return self.mul_(other)
@@ -464,6 +494,6 @@ class Tensor(TensorMethods):
         return tensor_repr(self)
 
 
-from . import inplace, ops, tensor_methods  # noqa: E402  (they build on Tensor; import last: a cycle)
+from . import inplace, ops, random, tensor_methods  # noqa: E402  (they build on Tensor; import last: a cycle)
 
 tensor_methods.ops = ops   # the mixin's methods call them too

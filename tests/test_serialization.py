@@ -230,8 +230,8 @@ def test_checkpoint_error_is_a_value_error():
 
 def test_unknown_extension_lists_the_supported_ones(tmp_path):
     for action in (lambda p: mg.save({"x": np.ones(1)}, p), mg.load):
-        with pytest.raises(ValueError, match=r"\.safetensors, \.npz"):
-            action(tmp_path / "model.pt")
+        with pytest.raises(ValueError, match=r"\.safetensors, \.npz, \.pt, \.pth"):
+            action(tmp_path / "model.ckpt")
         with pytest.raises(ValueError, match="none"):
             action(tmp_path / "model")
     assert os.listdir(tmp_path) == []

@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .. import creation
+from .. import random
 from ..tensor import Tensor
 
 
@@ -136,7 +136,7 @@ def random_split(dataset, lengths, generator=None):
     """Split `dataset` into non-overlapping random `Subset`s of the given `lengths`, or of the
     given fractions of it (summing to 1: each gets floor(fraction * n), and the samples left
     over go one each to the first subsets, as in PyTorch). The permutation comes from
-    `generator` (a NumPy Generator), else from minigrad's (`mg.manual_seed`)."""
+    `generator` (a `mg.Generator`, or a NumPy Generator), else from the default one."""
     n = len(dataset)
     lengths = list(lengths)
     if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1) \
@@ -151,7 +151,7 @@ def random_split(dataset, lengths, generator=None):
            for x in lengths) or sum(lengths) != n:
         raise ValueError(f"random_split: lengths must be non-negative integers summing to the "
                          f"dataset's {n} samples, or fractions summing to 1; got {lengths}")
-    order = (generator if generator is not None else creation.generator()).permutation(n)
+    order = random.numpy_generator(generator, "random_split").permutation(n)
     offsets = np.cumsum([0] + lengths)
     return [Subset(dataset, order[start:stop]) for start, stop in zip(offsets[:-1], offsets[1:],
                                                                     strict=True)]

@@ -6,7 +6,6 @@ import functools
 import numpy
 
 from .. import ops
-from ..creation import generator
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -20,6 +19,7 @@ from ..ops import (  # noqa: F401
     sigmoid,
     tanh,
 )
+from ..random import device_generator
 from ..tensor import Tensor
 from ..version import bump_version
 from .interpolation import interpolate  # noqa: F401
@@ -96,8 +96,8 @@ def dropout(input, p=0.5, training=True):
     """Inverted dropout: in training, zero each element with probability p and scale the rest
     by 1 / (1 - p), so the expected value is unchanged and evaluation is the identity.
 
-    The mask is drawn on the input's device from minigrad's seeded generator for it
-    (`minigrad.manual_seed`; `creation.generator`).
+    The mask is drawn on the input's device from the default generator for it
+    (`minigrad.manual_seed`; `random.device_generator`).
     """
     return _dropout("dropout", input, p, training, input.shape)
 
@@ -120,7 +120,7 @@ def _dropout(op, input, p, training, mask_shape):
     if not training or p == 0.0:
         return input
     backend = input.backend
-    keep = generator(backend).random(mask_shape, dtype=numpy.float32) >= p
+    keep = device_generator(backend).random(mask_shape, dtype=numpy.float32) >= p
     mask = keep.astype(input.dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)

@@ -1,13 +1,14 @@
 """Parameter initialisation, in place, as in `torch.nn.init`.
 
-Random values are drawn on the CPU from minigrad's one seeded generator
-(`minigrad.manual_seed`), so a model built after the same seed has the same weights on every
-device. Each function fills `tensor.array` in place (not recorded on the tape, but counted by
-the tensor's version counter) and returns the tensor.
+Random values are drawn on the CPU from `generator=` (a `minigrad.Generator`; default: the
+default generator, `minigrad.manual_seed`), so a model built after the same seed has the same
+weights on every device. Each function fills `tensor.array` in place (not recorded on the tape,
+but counted by the tensor's version counter) and returns the tensor.
 """
 import math
 
-from ..creation import generator, zeros
+from ..creation import zeros
+from ..random import numpy_generator
 from ..version import bump_version
 from .module import Parameter
 
@@ -48,14 +49,14 @@ def _fill(tensor, values):
     return tensor
 
 
-def uniform_(tensor, a=0.0, b=1.0):
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples of U(a, b)."""
-    return _fill(tensor, generator().uniform(a, b, tensor.shape))
+    return _fill(tensor, numpy_generator(generator, "uniform_").uniform(a, b, tensor.shape))
 
 
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples of N(mean, std^2)."""
-    return _fill(tensor, generator().normal(mean, std, tensor.shape))
+    return _fill(tensor, numpy_generator(generator, "normal_").normal(mean, std, tensor.shape))
 
 
 def constant_(tensor, value):
@@ -79,31 +80,32 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He initialisation: U(-bound, bound) with bound = gain * sqrt(3 / fan).
 
     PyTorch's default for Linear and Conv weights is a = sqrt(5), which gives
     bound = 1 / sqrt(fan_in)."""
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(tensor, mode))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He initialisation: N(0, std^2) with std = gain / sqrt(fan)."""
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    return normal_(tensor, 0.0, std, generator)
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     """Glorot initialisation: U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     """Glorot initialisation: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def default_init_(weight, bias=None):

@@ -1,0 +1,387 @@
+"""PyTorch's checkpoint file (.pt / .pth, `torch.save` since 1.6), read and written without
+PyTorch and without running any pickle code.
+
+The file is a zip archive of stored (uncompressed) records under one folder:
+
+    archive/data.pkl          the object, pickled; each tensor a call
+                              torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
+                              requires_grad, OrderedDict()) whose storage is a persistent id
+                              ("storage", torch.FloatStorage, key, location, numel)
+    archive/data/<key>        the storage's raw little-endian bytes (aligned to 64 in the file)
+    archive/version           "3", and byteorder, .format_version, .storage_alignment
+
+Reading: `pickle.Unpickler` with `find_class` restricted to the names a weights-only file
+needs, mapped to minigrad's own functions (`_rebuild_tensor_v2`, `_rebuild_parameter`,
+`collections.OrderedDict` and the storage dtypes); every other name (`os.system`,
+`builtins.eval`, ...) is refused with a CheckpointError naming it before anything is called,
+which is what makes unpickling safe. Each storage is read from its record only after its size
+is checked against the dtype and element count the pickle claims, and each tensor's offset,
+sizes and strides against its storage. Tensors come back as copies (tensors that shared a
+storage in PyTorch no longer share memory), and a view larger than its storage (an `expand`ed
+tensor) is refused. bfloat16 needs `ml_dtypes` and comes back as a NumPy array (minigrad
+tensors have no bfloat16).
+
+Writing: every array becomes a tensor with its own storage; the pickle (protocol 2, what
+`torch.save` writes) is emitted opcode by opcode, so `torch.load(path, weights_only=True)`
+reads it.
+"""
+import io
+import math
+import os
+import pickle
+import struct
+import zipfile
+import zlib
+
+import numpy
+
+from . import CheckpointError, fail
+
+EXTENSIONS = (".pt", ".pth")
+PREFIX = "archive"
+_ALIGNMENT = 64
+_DATE = (1980, 1, 1, 0, 0, 0)
+_STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
+             "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+             "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
+             "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
+             "ComplexDoubleStorage": "complex128"}
+_STORAGE_OF = {dtype: name for name, dtype in _STORAGES.items()}
+_BIG = 1 << 62     # no size, stride or offset in a real file comes near this
+_COPY_RATIO, _COPY_SLACK = 4, 1 << 20   # loaded tensors take at most 4x the file (+ 1 MiB)
+_DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+           TypeError, KeyError, IndexError, AttributeError, OverflowError, RuntimeError,
+           MemoryError, RecursionError, struct.error, pickle.UnpicklingError)
+
+
+def check(array, where):
+    if array.dtype.name not in _STORAGE_OF:
+        raise TypeError(f"save: {where} has dtype {array.dtype}, which a PyTorch file cannot "
+                        f"hold; PyTorch's storages are {', '.join(sorted(_STORAGE_OF))}")
+
+
+# ---------------------------------------------------------------------------------- writing
+def write(file, arrays, structure):
+    if structure is None:   # a flat dict of arrays: a dict of tensors, as torch.save writes it
+        structure = {"dict": [[name, {"tensor": name}] for name in arrays]}
+    pickler = _Pickler(arrays)
+    data = pickler.dump(structure)
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        records = [("data.pkl", data), (".format_version", b"1"),
+                   (".storage_alignment", str(_ALIGNMENT).encode()), ("byteorder", b"little")]
+        records += [(f"data/{key}", array.astype(array.dtype.newbyteorder("<")).tobytes())
+                    for key, array in enumerate(pickler.storages)]
+        records.append(("version", b"3\n"))
+        for name, content in records:
+            _write_aligned(file, archive, f"{PREFIX}/{name}", content)
+
+
+def _write_aligned(file, archive, name, content):
+    """A stored record whose bytes start at a multiple of 64 in the file (padding in the local
+    header's extra field, as PyTorch pads), so a reader can map storages in place."""
+    info = zipfile.ZipInfo(name, _DATE)
+    start = file.tell() + 30 + len(name.encode()) + 4   # local header, name, extra header
+    info.extra = b"FB" + struct.pack("<H", -start % _ALIGNMENT) + b"Z" * (-start % _ALIGNMENT)
+    archive.writestr(info, content)
+
+
+class _Pickler:
+    """The structure (serialization.py's nodes) as pickle opcodes, protocol 2; arrays become
+    tensors over storages "0", "1", ... (collected in `storages`)."""
+
+    def __init__(self, arrays):
+        self.arrays, self.storages, self.out = arrays, [], bytearray()
+
+    def dump(self, structure):
+        self.out += pickle.PROTO + b"\x02"
+        self.node(structure)
+        self.out += pickle.STOP
+        return bytes(self.out)
+
+    def node(self, node):
+        out = self.out
+        if node is None or isinstance(node, bool):
+            out += {None: pickle.NONE, True: pickle.NEWTRUE, False: pickle.NEWFALSE}[node]
+        elif isinstance(node, int):
+            self.integer(node)
+        elif isinstance(node, float):
+            out += pickle.BINFLOAT + struct.pack(">d", node)
+        elif isinstance(node, str):
+            self.string(node)
+        else:
+            (kind, content), = node.items()
+            if kind in ("tensor", "array", "scalar"):
+                self.tensor(self.arrays[content])
+            elif kind == "float":
+                out += pickle.BINFLOAT + struct.pack(">d", float(content))
+            elif kind == "dict":
+                out += pickle.EMPTY_DICT
+                if content:
+                    out += pickle.MARK
+                    for key, value in content:
+                        self.node(key)
+                        self.node(value)
+                    out += pickle.SETITEMS
+            elif kind == "list":
+                out += pickle.EMPTY_LIST
+                if content:
+                    out += pickle.MARK
+                    for value in content:
+                        self.node(value)
+                    out += pickle.APPENDS
+            else:   # tuple
+                self.tuple(content)
+
+    def integer(self, value):
+        if 0 <= value < 256:
+            self.out += pickle.BININT1 + bytes([value])
+        elif -(1 << 31) <= value < (1 << 31):
+            self.out += pickle.BININT + struct.pack("<i", value)
+        else:
+            encoded = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
+            self.out += pickle.LONG1 + bytes([len(encoded)]) + encoded
+
+    def string(self, value):
+        encoded = value.encode("utf-8", "surrogatepass")
+        self.out += pickle.BINUNICODE + struct.pack("<I", len(encoded)) + encoded
+
+    def tuple(self, items):
+        self.out += pickle.MARK
+        for item in items:
+            self.node(item)
+        self.out += pickle.TUPLE
+
+    def glob(self, module, name):
+        self.out += pickle.GLOBAL + f"{module}\n{name}\n".encode()
+
+    def tensor(self, array):
+        key = str(len(self.storages))
+        self.storages.append(array)
+        strides = [math.prod(array.shape[i + 1:]) for i in range(array.ndim)]
+        self.glob("torch._utils", "_rebuild_tensor_v2")
+        self.out += pickle.MARK
+        self.out += pickle.MARK
+        self.string("storage")
+        self.glob("torch", _STORAGE_OF[array.dtype.name])
+        self.string(key)
+        self.string("cpu")
+        self.integer(array.size)
+        self.out += pickle.TUPLE + pickle.BINPERSID
+        self.integer(0)
+        self.tuple(list(array.shape))
+        self.tuple(strides)
+        self.out += pickle.NEWFALSE
+        self.glob("collections", "OrderedDict")
+        self.out += pickle.EMPTY_TUPLE + pickle.REDUCE
+        self.out += pickle.TUPLE + pickle.REDUCE
+
+
+# ---------------------------------------------------------------------------------- reading
+def read(path):
+    extension = os.path.splitext(path)[1].lower()
+
+    def bad(cause):
+        return fail(path, extension, cause)
+
+    with open(path, "rb") as file:
+        if file.read(2) != b"PK":
+            raise bad("it is not a zip archive (PyTorch's format since 1.6; files saved with "
+                      "_use_new_zipfile_serialization=False are not supported)")
+    size = os.path.getsize(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = _records(archive, size, bad)
+            if records.get("byteorder", None) is not None and \
+                    archive.read(records["byteorder"]) != b"little":
+                raise bad("its storages are big-endian, which minigrad does not read")
+            unpickler = _Unpickler(io.BytesIO(archive.read(records["data.pkl"])), archive,
+                                   records, bad, _COPY_RATIO * size + _COPY_SLACK)
+            state = unpickler.load()
+            return _structure(state, records["data.pkl"].file_size, bad)
+    except CheckpointError:
+        raise
+    except _DAMAGE as error:
+        raise bad(f"damaged archive or pickle ({type(error).__name__}: {error})") from None
+
+
+def _records(archive, size, bad):
+    """{name under the archive's folder: ZipInfo}, each checked against the file's size."""
+    infos = archive.infolist()
+    pickles = [i.filename for i in infos if i.filename.endswith("/data.pkl")
+               and i.filename.count("/") == 1]
+    if len(pickles) != 1:
+        raise bad(f"expected one <folder>/data.pkl record, found {len(pickles)}")
+    folder = pickles[0][:-len("data.pkl")]
+    records = {}
+    for info in infos:
+        if not info.filename.startswith(folder):
+            raise bad(f"record {info.filename!r} is outside the archive's folder {folder!r}")
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+            raise bad(f"record {info.filename!r} is compressed or encrypted; PyTorch stores "
+                      "its records as they are")
+        if info.header_offset + info.compress_size > size or info.file_size != info.compress_size:
+            raise bad(f"record {info.filename!r} claims {info.file_size} bytes, more than the "
+                      f"{size}-byte file holds")
+        name = info.filename[len(folder):]
+        if name in records:
+            raise bad(f"record {info.filename!r} appears twice")
+        records[name] = info
+    return records
+
+
+class _StorageType:
+    """What `torch.FloatStorage` (and the other storage names) stand for: a dtype."""
+
+    def __init__(self, name):
+        self.name, self.dtype = name, _dtype(name)
+
+
+class _Storage:
+    def __init__(self, array):
+        self.array = array
+
+
+class _Loaded:
+    """A tensor read from the file (`_rebuild_tensor_v2`'s result): its array, a copy."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+def _dtype(storage_name):
+    name = _STORAGES[storage_name]
+    if name != "bfloat16":
+        return numpy.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None   # refused when a storage of it is read
+    return numpy.dtype(ml_dtypes.bfloat16)
+
+
+class _Unpickler(pickle.Unpickler):
+    """The pickle machine with only a weights-only file's names (see the module docstring)."""
+
+    def __init__(self, file, archive, records, bad, budget):
+        super().__init__(file)
+        self.archive, self.records, self.bad, self.storages = archive, records, bad, {}
+        self.budget = budget   # bytes the tensors may still take
+        self.allowed = {("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
+                        ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
+                        ("collections", "OrderedDict"): _ordered_dict}
+
+    def find_class(self, module, name):
+        if module == "torch" and name in _STORAGES:
+            return _StorageType(name)
+        if (module, name) in self.allowed:
+            return self.allowed[module, name]
+        raise self.bad(f"its pickle asks for {module[:100]}.{name[:100]}, which a weights-only "
+                       f"file never needs (refused: loading it could run code)")
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
+                and isinstance(pid[3], str) and _index(pid[4])):
+            raise self.bad(f"unexpected persistent id {pid!r:.200} (expected ('storage', "
+                           f"<dtype>Storage, key, location, numel))")
+        _, kind, key, _, numel = pid
+        if key in self.storages:
+            storage = self.storages[key]
+            if storage.array.dtype != kind.dtype or storage.array.size != numel:
+                raise self.bad(f"storage {key!r} is claimed as two different dtypes or sizes")
+            return storage
+        if kind.dtype is None:
+            raise self.bad(f"storage {key!r} is bfloat16, which needs the ml_dtypes package "
+                           f"(pip install minigrad[bf16])")
+        info = self.records.get(f"data/{key}")
+        if info is None:
+            raise self.bad(f"storage {key!r} has no data/{key[:100]} record")
+        if info.file_size != numel * kind.dtype.itemsize:
+            raise self.bad(f"storage {key!r} claims {numel} elements of {kind.dtype} "
+                           f"({numel * kind.dtype.itemsize} bytes) but its record holds "
+                           f"{info.file_size} bytes")
+        array = numpy.frombuffer(self.archive.read(info), kind.dtype.newbyteorder("<"))
+        self.storages[key] = _Storage(array.astype(kind.dtype))
+        return self.storages[key]
+
+    def rebuild_tensor(self, storage, offset, size, stride, requires_grad, hooks,
+                       metadata=None):
+        """`storage[offset + sum(i_k * stride_k)]` at each index i of `size`, checked first."""
+        if not (isinstance(storage, _Storage) and _index(offset)
+                and isinstance(size, tuple) and all(map(_index, size))
+                and isinstance(stride, tuple) and all(map(_index, stride))
+                and len(size) == len(stride) <= 64 and isinstance(requires_grad, bool)
+                and isinstance(hooks, dict) and not hooks
+                and (metadata is None or isinstance(metadata, dict))):
+            raise self.bad("a tensor's rebuild arguments are not (storage, offset, size, "
+                           "stride, requires_grad, empty hooks)")
+        available, numel = storage.array.size, math.prod(size)
+        if numel and offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) \
+                >= available:
+            raise self.bad(f"a tensor of size {size}, stride {stride} at offset {offset} reaches "
+                           f"past its storage of {available} elements")
+        if numel > available:
+            raise self.bad(f"a tensor of size {size} has more elements than its storage "
+                           f"({available}; an expanded view): save a .contiguous() copy")
+        itemsize = storage.array.itemsize
+        self.budget -= numel * itemsize
+        if self.budget < 0:
+            raise self.bad(f"its tensors would take more than {_COPY_RATIO} times the file's "
+                           f"size (many views of one storage)")
+        view = numpy.lib.stride_tricks.as_strided(
+            storage.array[offset:] if numel else storage.array[:0], size,
+            [s * itemsize for s in stride], writeable=False)
+        return _Loaded(numpy.array(view, order="C"))
+
+    def rebuild_parameter(self, data, requires_grad, hooks):
+        if not isinstance(data, _Loaded):
+            raise self.bad("a parameter's data is not a tensor")
+        return data
+
+
+def _ordered_dict(*args):
+    """collections.OrderedDict(), for a pickle: a plain dict (keys keep their order)."""
+    if args:
+        raise pickle.UnpicklingError("OrderedDict is only rebuilt empty in a weights-only file")
+    return _AttributeDict()
+
+
+class _AttributeDict(dict):
+    """A dict that takes the attributes PyTorch pickles with a state dict (`_metadata`), which
+    are dropped."""
+
+
+def _index(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _BIG
+
+
+def _structure(state, pickle_size, bad):
+    """(arrays, structure) for serialization.py, from the unpickled object; at most a few
+    nodes per pickle byte (a pickle that repeats one container cannot blow up)."""
+    arrays, budget = {}, [2 * pickle_size + 1000]
+
+    def node(value):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise bad("its pickle expands to far more objects than it holds (shared containers)")
+        if isinstance(value, _Loaded):
+            name = str(len(arrays))
+            arrays[name] = value.array
+            return {"array" if value.array.dtype.name == "bfloat16" else "tensor": name}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, dict):
+            for key in value:
+                if isinstance(key, bool) or not isinstance(key, (str, int)):
+                    raise bad(f"a dict has the key {key!r:.80} ({type(key).__name__}); "
+                              f"minigrad reads str and int keys")
+            return {"dict": [[key, node(item)] for key, item in value.items()]}
+        if isinstance(value, (list, tuple)):
+            return {type(value).__name__: [node(item) for item in value]}
+        raise bad(f"it holds a {type(value).__name__}, which a weights-only file does not")
+
+    try:
+        structure = node(state)
+    except RecursionError:
+        raise bad("its object is nested too deeply") from None
+    return arrays, structure

@@ -1,0 +1,300 @@
+"""PyTorch's .pt / .pth files (minigrad/formats/pytorch.py): torch.save writes, mg.load reads;
+mg.save writes, torch.load(weights_only=True) reads; and hostile files are refused with a
+CheckpointError before any of their code could run, with nothing half-loaded."""
+import collections
+import io
+import os
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad as mg
+from minigrad import CheckpointError
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
+          torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128]
+
+
+def same(ours, theirs):
+    """ours (minigrad's load) equals theirs (torch's objects), structure and values."""
+    if isinstance(theirs, torch.Tensor):
+        assert isinstance(ours, mg.Tensor), type(ours)
+        assert ours.shape == tuple(theirs.shape)
+        assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    elif isinstance(theirs, dict):
+        assert isinstance(ours, dict) and list(ours) == list(theirs)
+        for key in theirs:
+            same(ours[key], theirs[key])
+    elif isinstance(theirs, (list, tuple)):
+        assert type(ours) is type(theirs) and len(ours) == len(theirs)
+        for a, b in zip(ours, theirs, strict=True):
+            same(a, b)
+    else:
+        assert type(ours) is type(theirs) and (ours == theirs or ours != ours)
+
+
+# ---------------------------------------------------------------- torch writes, mg reads
+
+@pytest.mark.parametrize("suffix", [".pt", ".pth"])
+def test_model_and_optimizer_state_dicts_from_torch(tmp_path, suffix):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(8, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(4, 1, 4, 4)).sum().backward()
+    optimizer.step()
+    state = {"model": model.state_dict(), "optim": optimizer.state_dict(), "epoch": 3}
+    path = tmp_path / f"x{suffix}"
+    torch.save(state, path)
+    loaded = mg.load(path)
+    same(loaded, torch.load(path, weights_only=True))
+    ours = mg.nn.Sequential(mg.nn.Conv2d(1, 2, 3), mg.nn.BatchNorm2d(2), mg.nn.Flatten(),
+                            mg.nn.Linear(8, 3))
+    ours.load_state_dict(loaded["model"])   # a torch state dict drives a minigrad model
+    x = np.random.default_rng(0).standard_normal((2, 1, 4, 4)).astype(np.float32)
+    model.eval()
+    ours.eval()
+    np.testing.assert_allclose(ours(mg.tensor(x)).detach().numpy(),
+                               model(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_every_dtype_views_shared_storages_and_nesting_from_torch(tmp_path):
+    base = torch.arange(24.0).reshape(4, 6)
+    state = {str(d).replace("torch.", ""): (torch.arange(6) % 2).to(d) for d in DTYPES}
+    state.update({
+        "slice": base[1:3, 2:5], "transposed": base.t(), "strided": base[::2, ::3],
+        "same_storage": [base[0], base[3]], "scalar": torch.tensor(2.5), "empty": torch.zeros(0, 3),
+        "param": torch.nn.Parameter(torch.ones(2)),
+        "nested": collections.OrderedDict(a=(1, 2.5, None, True, "s"), b={4: [torch.ones(1)]}),
+        "numbers": [2 ** 70, -3, float("inf")]})
+    torch.save(state, tmp_path / "x.pt")
+    same(mg.load(tmp_path / "x.pt"), torch.load(tmp_path / "x.pt", weights_only=True))
+
+
+def test_bfloat16_needs_ml_dtypes_and_comes_back_as_an_array(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    torch.save({"w": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)}, tmp_path / "b.pt")
+    w = mg.load(tmp_path / "b.pt")["w"]
+    assert w.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(w.astype(np.float32), [1.5, -2.0])
+
+
+def test_a_single_tensor_and_the_device_argument(tmp_path):
+    torch.save(torch.arange(5), tmp_path / "t.pt")
+    t = mg.load(tmp_path / "t.pt", device="cpu")
+    assert isinstance(t, mg.Tensor) and t.numpy().tolist() == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------- mg writes, torch reads
+
+def test_minigrad_files_load_in_torch_with_weights_only(tmp_path):
+    mg.manual_seed(0)
+    model = mg.nn.Sequential(mg.nn.Linear(3, 4), mg.nn.BatchNorm1d(4))
+    optimizer = mg.optim.Adam(model.parameters())
+    model(mg.randn(5, 3)).sum().backward()
+    optimizer.step()
+    mg.save(model.state_dict(), tmp_path / "flat.pt")
+    theirs = torch.load(tmp_path / "flat.pt", weights_only=True)
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(theirs[name].numpy(), np.asarray(value))
+    reference = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    reference.load_state_dict(theirs)   # a minigrad state dict drives a torch model
+
+    state = {"optim": optimizer.state_dict(), "ints": mg.tensor([1, 2]), "list": [1, 2.5, "x",
+             None, True, (mg.ones(2, dtype="float64"),)], 7: {"nan": float("nan")},
+             "array": np.arange(3, dtype=np.int16), "big": 2 ** 80}
+    mg.save(state, tmp_path / "nested.pth")
+    loaded = torch.load(tmp_path / "nested.pth", weights_only=True)
+    same(mg.load(tmp_path / "nested.pth"), loaded)   # the two readers agree
+    assert loaded["big"] == 2 ** 80 and loaded["array"].dtype == torch.int16
+    assert loaded["list"][5][0].dtype == torch.float64
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES])
+def test_every_dtype_round_trips_through_torch(tmp_path, dtype):
+    values = (np.arange(6) % 3).astype(str(dtype).replace("torch.", ""))
+    mg.save({"v": mg.tensor(values), "empty": mg.tensor(values[:0])}, tmp_path / "d.pt")
+    theirs = torch.load(tmp_path / "d.pt", weights_only=True)
+    assert theirs["v"].dtype == dtype
+    np.testing.assert_array_equal(theirs["v"].numpy(), values)
+    torch.save(theirs, tmp_path / "back.pt")
+    np.testing.assert_array_equal(mg.load(tmp_path / "back.pt")["v"].numpy(), values)
+
+
+def test_a_dtype_torch_has_no_storage_for_is_refused_before_writing(tmp_path):
+    path = tmp_path / "x.pt"
+    mg.save({"ok": mg.ones(1)}, path)
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match="uint16.*PyTorch file cannot hold"):
+        mg.save({"bad": np.zeros(2, np.uint16)}, path)
+    assert path.read_bytes() == before   # the earlier file is intact
+
+
+def test_storages_are_aligned_for_mapping(tmp_path):
+    mg.save({"a": mg.ones(3), "b": mg.zeros(5)}, tmp_path / "x.pt")
+    with zipfile.ZipFile(tmp_path / "x.pt") as archive:
+        for info in archive.infolist():
+            with open(tmp_path / "x.pt", "rb") as f:
+                f.seek(info.header_offset + 26)
+                name, extra = np.frombuffer(f.read(4), np.uint16)
+            assert (info.header_offset + 30 + name + extra) % 64 == 0, info.filename
+    torch.load(tmp_path / "x.pt", weights_only=True, mmap=True)
+
+
+# ---------------------------------------------------------------- hostile files
+
+def archive_with(tmp_path, pickled, storages=(), name="evil.pt"):
+    """A .pt-shaped zip whose data.pkl is `pickled`, with the given data/<key> records."""
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", pickled)
+        for key, content in storages:
+            archive.writestr(f"archive/data/{key}", content)
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+class Payload:
+    def __init__(self, call, argument):
+        self.call, self.argument = call, argument
+
+    def __reduce__(self):
+        return self.call, (self.argument,)
+
+
+@pytest.mark.parametrize("call, name", [(os.system, "posix.system"), (eval, "eval"),
+                                        (exec, "exec")])
+def test_a_pickle_that_asks_for_code_is_refused_and_nothing_runs(tmp_path, call, name):
+    marker = tmp_path / "ran"
+    argument = f"touch {marker}" if call is os.system else f"open({str(marker)!r}, 'w')"
+    path = tmp_path / "evil.pt"
+    torch.save({"w": torch.ones(2), "x": Payload(call, argument)}, path)   # a real torch file
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(path, weights_only=True)   # the oracle refuses it too
+    with pytest.raises(CheckpointError, match=f"asks for .*{name}.*refused"):
+        mg.load(path)
+    assert not marker.exists()
+    # and with no tensor at all, only the payload
+    bare = archive_with(tmp_path, pickle.dumps(Payload(call, argument), protocol=2), name="b.pt")
+    with pytest.raises(CheckpointError, match=name):
+        mg.load(bare)
+    assert not marker.exists()
+
+
+def test_other_globals_and_opcodes_are_refused(tmp_path):
+    for obj, name in [({1, 2}, "holds a set"), (b"bytes", "holds a bytes"),
+                      (collections.Counter(a=1), "asks for collections.Counter")]:
+        path = archive_with(tmp_path, pickle.dumps(obj, protocol=4))
+        with pytest.raises(CheckpointError, match=name):
+            mg.load(path)
+
+
+def test_a_pickle_that_shares_containers_cannot_blow_up(tmp_path):
+    a = [0]
+    for _ in range(60):
+        a = [a, a]   # 2**60 paths through a pickle of a few hundred bytes
+    path = archive_with(tmp_path, pickle.dumps(a, protocol=2))
+    with pytest.raises(CheckpointError, match="expands to far more objects"):
+        mg.load(path)
+
+
+def torch_file(tmp_path, tensors):
+    path = tmp_path / "good.pt"
+    torch.save(tensors, path)
+    with zipfile.ZipFile(path) as archive:
+        return path, {i.filename: archive.read(i) for i in archive.infolist()}
+
+
+def rewritten(tmp_path, records, change):
+    path = tmp_path / "changed.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in records.items():
+            archive.writestr(name, change(name, content))
+    return path
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda name, c: c[:-4] if name.endswith("data/0") else c, "claims 6 elements"),
+    (lambda name, c: c + b"\0" * 8 if name.endswith("data/0") else c, "claims 6 elements"),
+    (lambda name, c: c.replace(b"K\x00K\x06", b"K\x05K\x06") if name.endswith(".pkl") else c,
+     "reaches past its storage"),
+    (lambda name, c: c.replace(b"K\x06\x85", b"K\x07\x85") if name.endswith(".pkl") else c,
+     "reaches past its storage"),
+    (lambda name, c: c.replace(b"K\x06\x85", b"K\x07\x85").replace(b"K\x01\x85", b"K\x00\x85")
+     if name.endswith(".pkl") else c, "more elements than its storage"),
+    (lambda name, c: c.replace(b"FloatStorage", b"DoubleStorag") if name.endswith(".pkl")
+     else c, "asks for torch.DoubleStorag"),
+    (lambda name, c: b"big" if name.endswith("byteorder") else c, "big-endian"),
+])
+def test_wrong_sizes_offsets_and_storages_are_refused(tmp_path, change, message):
+    _, records = torch_file(tmp_path, {"w": torch.arange(6.0)})
+    path = rewritten(tmp_path, records, change)
+    with pytest.raises(CheckpointError, match=message):
+        mg.load(path)
+
+
+def test_a_missing_storage_record_is_refused(tmp_path):
+    _, records = torch_file(tmp_path, {"w": torch.arange(6.0)})
+    path = rewritten(tmp_path, {k: v for k, v in records.items() if not k.endswith("data/0")},
+                     lambda name, c: c)
+    with pytest.raises(CheckpointError, match="no data/0 record"):
+        mg.load(path)
+
+
+def test_every_truncation_is_refused(tmp_path):
+    path, _ = torch_file(tmp_path, {"w": torch.arange(6.0), "b": [torch.ones(2, 2)]})
+    data = path.read_bytes()
+    cut = tmp_path / "cut.pt"
+    for n in list(range(0, len(data), 7)) + [len(data) - 1]:
+        cut.write_bytes(data[:n])
+        with pytest.raises(CheckpointError):
+            mg.load(cut)
+    flipped = bytearray(data)
+    flipped[data.index(b"\x00\x00\x80\x3f")] ^= 0xFF   # a byte of a storage: the zip CRC
+    cut.write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError):
+        mg.load(cut)
+
+
+def test_not_a_zip_and_compressed_records_are_refused(tmp_path):
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
+    with pytest.raises(CheckpointError, match="not a zip archive"):
+        mg.load(legacy)
+    path = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"a": 1}, protocol=2))
+    with pytest.raises(CheckpointError, match="compressed"):
+        mg.load(path)
+
+
+def test_a_deep_pickle_is_a_clear_error(tmp_path):
+    out = io.BytesIO()
+    out.write(b"\x80\x02")
+    for _ in range(20000):
+        out.write(b"]")            # EMPTY_LIST
+    for _ in range(19999):
+        out.write(b"a")            # APPEND: each list into the one before it
+    out.write(b".")
+    path = archive_with(tmp_path, out.getvalue())
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        mg.load(path)
+
+
+def test_many_views_of_one_storage_cannot_blow_up(tmp_path):
+    big = torch.zeros(1 << 16)   # 256 KiB, viewed 200 times by a pickle of a few KB
+    path = tmp_path / "views.pt"
+    torch.save([big] * 2, path)
+    with zipfile.ZipFile(path) as archive:
+        records = {i.filename: archive.read(i) for i in archive.infolist()}
+    pkl = next(name for name in records if name.endswith("data.pkl"))
+    # [t, t] memoises t once; make every reference a fresh rebuild of the same storage
+    one = records[pkl][records[pkl].index(b"ctorch._utils"):records[pkl].rindex(b"R") + 1]
+    records[pkl] = b"\x80\x02]q\x00(" + one * 200 + b"e."
+    path = rewritten(tmp_path, records, lambda name, c: c)
+    with pytest.raises(CheckpointError, match="more than 4 times the file's size"):
+        mg.load(path)
