@@ -575,3 +575,25 @@ def test_sgd_trains_a_model_through_module_parameters():
         opt.step()
         first = loss.item() if first is None else first
     assert loss.item() < 0.3 * first
+
+
+def test_a_subclass_writes_only_its_rule():
+    """The documented way to add an optimizer: defaults and `_update`; settings it does not
+    know (maximize) are off, and the base class does groups, steps and state dicts."""
+    class SignSGD(optim.Optimizer):
+        non_negative = ("lr",)
+
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        def _update(self, param, grad, state, group):
+            param.array -= group["lr"] * param.backend.xp.sign(grad)
+
+    p = nn.Parameter(mg.tensor([1.0, -2.0, 0.5]))
+    opt = SignSGD([p], lr=0.25)
+    p.grad = mg.tensor([3.0, -1.0, 0.0])
+    opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), [0.75, -1.75, 0.5])
+    assert opt.state_dict()["param_groups"] == [{"lr": 0.25, "params": [0]}]
+    with pytest.raises(ValueError, match="SignSGD: lr must be >= 0"):
+        SignSGD([p], lr=-1.0)

@@ -120,7 +120,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    grad = -p.grad.array if group["maximize"] else p.grad.array
+                    grad = -p.grad.array if group.get("maximize") else p.grad.array
                     self._update(p, grad, self.state.setdefault(p, {}), group)
                     version.bump_version(p)   # p changed in place: graphs that saved it know
         return loss
