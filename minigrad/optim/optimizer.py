@@ -36,7 +36,7 @@ class Optimizer:
         self._check_settings(self.defaults)
         if isinstance(params, Tensor):
             raise TypeError(f"{name}: params must be an iterable of Tensors or of dicts "
-                            f"(parameter groups), not a single Tensor; pass [tensor]")
+                            "(parameter groups), not a single Tensor; pass [tensor]")
         self.state = {}          # parameter -> its state (momentum buffers, step counts, ...)
         self.param_groups = []
         self._opt_called = False   # has step() run? (schedulers warn when they step first)
