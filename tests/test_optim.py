@@ -597,3 +597,30 @@ def test_a_subclass_writes_only_its_rule():
     assert opt.state_dict()["param_groups"] == [{"lr": 0.25, "params": [0]}]
     with pytest.raises(ValueError, match="SignSGD: lr must be >= 0"):
         SignSGD([p], lr=-1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_every_optimizer_on_cuda_matches_the_cpu(cuda, name):
+    """The same rules on CuPy arrays: parameters and state as on the CPU (float64), the state
+    dict in NumPy, maximize included. Skipped, with the reason, without a GPU."""
+    options = dict(ALL_OPTIMIZERS[name], maximize=True)
+    rng = np.random.default_rng(6)
+    start = [rng.standard_normal(s) for s in SHAPES]
+    runs = []
+    for device in ("cpu", "cuda"):
+        params = [nn.Parameter(mg.tensor(a, device=device)) for a in start]
+        opt = getattr(optim, name)(_two_groups(params), **options)
+        steps = np.random.default_rng(7)
+        for _ in range(4):
+            for p in params:
+                p.grad = mg.tensor(steps.standard_normal(p.shape), device=device)
+            opt.step()
+        runs.append(([p.detach().cpu().numpy() for p in params], opt.state_dict()))
+    (cpu, cpu_state), (gpu, gpu_state) = runs
+    for a, b in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+    for index, entries in cpu_state["state"].items():
+        for key, value in entries.items():
+            np.testing.assert_allclose(gpu_state["state"][index][key], value, rtol=1e-12,
+                                       atol=1e-12)
