@@ -265,7 +265,7 @@ class Module:
             raise ValueError(f"{type(self).__name__}.train: mode must be True or False, not "
                              f"{mode!r}")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self):
