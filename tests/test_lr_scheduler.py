@@ -1,5 +1,6 @@
 """optim.lr_scheduler against torch.optim.lr_scheduler: the lr of every group after every step
-(alone, chained, sequenced), momentum cycling, resuming from state dicts, errors."""
+(alone, chained, sequenced), momentum cycling, resuming from state dicts, errors, the warning
+for stepping the scheduler first, ReduceLROnPlateau after add_param_group."""
 import copy
 import math
 import warnings
@@ -12,6 +13,8 @@ from minigrad import nn, optim
 from minigrad.optim import lr_scheduler
 
 STEPS = 149
+# Most tests step schedulers alone, which warns in torch and here (tested on its own below).
+pytestmark = pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step..`")
 
 
 def _optimizers(name="SGD", **options):
@@ -248,3 +251,67 @@ def test_errors_name_the_scheduler_and_the_setting():
                                         lr_scheduler.StepLR(opt, 3)], milestones=[])
     with pytest.raises(ValueError, match="ReduceLROnPlateau"):
         lr_scheduler.SequentialLR(opt, [lr_scheduler.ReduceLROnPlateau(opt)], milestones=[])
+
+
+def _warnings_of(run):
+    """The messages of the warnings `run()` gives."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+@pytest.mark.parametrize("pattern", ["scheduler first", "optimizer first", "resumed, scheduler "
+                                     "first", "optimizer stepped before the scheduler existed"])
+def test_stepping_the_scheduler_before_the_optimizer_warns_like_torch(pattern):
+    """torch warns once, at the scheduler's first step(), when its optimizer has not stepped
+    yet (https://github.com/pytorch/pytorch/issues/20124); so do we, in the same cases."""
+    def run(module, opt):
+        def go():
+            if pattern.startswith("optimizer stepped"):
+                opt.step()
+            if pattern.startswith("resumed"):
+                for group in opt.param_groups:
+                    group["initial_lr"] = 0.01
+            scheduler = module.StepLR(opt, step_size=3, gamma=0.1,
+                                      last_epoch=10 if pattern.startswith("resumed") else -1)
+            for _ in range(5):
+                if "scheduler first" in pattern:
+                    scheduler.step()
+                    opt.step()
+                else:
+                    opt.step()
+                    scheduler.step()
+        return _warnings_of(go)
+
+    ours_opt, torch_opt = _optimizers()
+    ours, theirs = run(lr_scheduler, ours_opt), run(torch.optim.lr_scheduler, torch_opt)
+    assert len(ours) == len(theirs) == ("scheduler first" in pattern)
+    assert all("`lr_scheduler.step()` before `optimizer.step()`" in m
+               and "how-to-adjust-learning-rate" in m for m in ours + theirs)
+
+
+def test_reduce_on_plateau_keeps_working_after_add_param_group_like_torch():
+    """A group added after the scheduler was built gets the single min_lr (as in torch);
+    with a per-group min_lr list, reducing is a RuntimeError in both."""
+    for min_lr in (0.01, [0.01, 0.02]):
+        ours_opt, torch_opt = _optimizers()
+        ours = lr_scheduler.ReduceLROnPlateau(ours_opt, patience=0, factor=0.5, min_lr=min_lr)
+        theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(torch_opt, patience=0, factor=0.5,
+                                                            min_lr=min_lr)
+        ours_opt.add_param_group({"params": [nn.Parameter(mg.ones(1))], "lr": 0.5})
+        torch_opt.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.5})
+        for metric in PLATEAU_METRICS[:12]:
+            if isinstance(min_lr, list):
+                with pytest.raises(RuntimeError):
+                    theirs.step(metric)
+                    theirs.step(metric)
+                with pytest.raises(RuntimeError, match="min_lr was given for 2"):
+                    ours.step(metric)
+                    ours.step(metric)
+                break
+            ours.step(metric)
+            theirs.step(metric)
+            assert _lrs(ours_opt) == _lrs(torch_opt)
+            assert ours.get_last_lr() == theirs.get_last_lr()
+        assert len(ours_opt.param_groups) == 3

@@ -134,6 +134,7 @@ def scheduled_rates(total, peak):
     return np.array(rates)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step..`")  # no optimizer steps
 @pytest.mark.parametrize("total", [3 * 937, 5000, 50, 7])
 def test_scheduler_gives_the_hand_written_warmup_cosine(total):
     peak = 0.05

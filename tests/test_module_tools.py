@@ -2,6 +2,7 @@
 named_modules, apply, zero_grad, forward hooks, the order of re-assigned attributes; nn.utils
 clipping and flat parameter vectors. Each against the same thing done in torch.nn."""
 import math
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -268,3 +269,180 @@ def test_parameters_to_vector_and_back_match_torch():
         nn.utils.vector_to_parameters(mg.ones(18), ours)
     with pytest.raises(TypeError, match="expected a Tensor"):
         nn.utils.vector_to_parameters(new, ours)
+
+
+# --------------------------------------------------------------------------- torch.nn's rules
+def _children(model):
+    return [(name, type(m).__name__) for name, m in model.named_children()]
+
+
+def test_sequential_edits_like_torch():
+    def edited(lib):
+        model = lib.Sequential(lib.Linear(2, 3), lib.ReLU(), lib.Linear(3, 3), lib.Tanh())
+        model[1] = lib.Sigmoid()
+        model[-1] = lib.ReLU()
+        model.append(lib.Linear(3, 4))
+        model.insert(2, lib.Identity())
+        model.insert(-1, lib.Tanh())
+        model.extend([lib.ReLU(), lib.Linear(4, 1)])
+        del model[0]
+        del model[1:3]
+        popped = [type(model.pop(-2)).__name__, type(model.pop(0)).__name__]
+        joined = model + lib.Sequential(lib.Linear(1, 2))
+        model += lib.Sequential(lib.Tanh())
+        named = lib.Sequential(OrderedDict(a=lib.ReLU(), b=lib.Linear(1, 1), c=lib.Tanh()))
+        del named[0]
+        return model, joined, named, popped
+
+    ours, theirs = edited(nn), edited(torch.nn)
+    for mine, reference in zip(ours[:3], theirs[:3], strict=True):
+        assert _children(mine) == _children(reference)
+        assert list(mine.state_dict()) == list(reference.state_dict())
+    assert ours[3] == theirs[3]
+    assert isinstance(ours[0][1:], nn.Sequential)
+
+
+def test_module_list_add_and_pop_like_torch():
+    def edited(lib):
+        layers = lib.ModuleList([lib.Linear(1, 1), lib.ReLU()])
+        joined = layers + lib.ModuleList([lib.Tanh()]) + [lib.Linear(1, 2)]
+        popped = type(joined.pop(1)).__name__
+        return layers, joined, popped
+
+    (ours, ours_joined, ours_popped), (theirs, joined, popped) = edited(nn), edited(torch.nn)
+    assert _children(ours) == _children(theirs) and ours_popped == popped
+    assert _children(ours_joined) == _children(joined)
+    assert list(ours_joined.state_dict()) == list(joined.state_dict())
+
+
+def _raised(build):
+    try:
+        build()
+    except Exception as error:  # the type is what is compared
+        return type(error)
+    return None
+
+
+class _Plain:
+    """A module with a plain attribute, a parameter and a buffer, in minigrad or torch."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.model = lib.Sequential(lib.Linear(2, 2), lib.BatchNorm1d(2))
+        self.model.note = 5
+        self.tensor = mg.zeros(2) if lib is nn else torch.zeros(2)
+        self.param = lib.Parameter(self.tensor.clone() if lib is torch.nn else mg.zeros(2))
+
+
+REFUSALS = {
+    'add_module("")': lambda s: s.model.add_module("", s.lib.ReLU()),
+    'add_module("a.b")': lambda s: s.model.add_module("a.b", s.lib.ReLU()),
+    "add_module(3, m)": lambda s: s.model.add_module(3, s.lib.ReLU()),
+    "add_module(name, 3)": lambda s: s.model.add_module("x", 3),
+    "add_module over a plain attribute": lambda s: s.model.add_module("note", s.lib.ReLU()),
+    "add_module over a method": lambda s: s.model.add_module("forward", s.lib.ReLU()),
+    "register_module over a plain attribute": lambda s: s.model.register_module(
+        "note", s.lib.ReLU()),
+    "register_module": lambda s: s.model.register_module("extra", s.lib.ReLU()),
+    'register_buffer("")': lambda s: s.model.register_buffer("", s.tensor),
+    'register_buffer("a.b")': lambda s: s.model.register_buffer("a.b", s.tensor),
+    "register_buffer(3, t)": lambda s: s.model.register_buffer(3, s.tensor),
+    "register_buffer(name, 3)": lambda s: s.model.register_buffer("x", 3),
+    "register_buffer over a plain attribute": lambda s: s.model.register_buffer("note", s.tensor),
+    "register_buffer over a child": lambda s: s.model.register_buffer("0", s.tensor),
+    "register_buffer over a parameter": lambda s: s.model[0].register_buffer("bias", s.tensor),
+    "register_buffer again": lambda s: s.model[1].register_buffer("running_mean", s.tensor),
+    'register_parameter("")': lambda s: s.model.register_parameter("", s.param),
+    'register_parameter("a.b")': lambda s: s.model.register_parameter("a.b", s.param),
+    "register_parameter(3, p)": lambda s: s.model.register_parameter(3, s.param),
+    "register_parameter(name, tensor)": lambda s: s.model.register_parameter("x", s.tensor),
+    "register_parameter over a plain attribute": lambda s: s.model.register_parameter(
+        "note", s.param),
+    "register_parameter over a buffer": lambda s: s.model[1].register_parameter(
+        "running_mean", s.param),
+    "register_parameter again": lambda s: s.model[0].register_parameter("bias", None),
+    "assigning a parameter over a plain attribute": lambda s: setattr(s.model, "note", s.param),
+    "assigning a module over a buffer": lambda s: setattr(s.model[1], "running_mean",
+                                                          s.lib.ReLU()),
+    'train("x")': lambda s: s.model.train("x"),
+    "train(1)": lambda s: s.model.train(1),
+    "train(False)": lambda s: s.model.train(False),
+    'load_state_dict("")': lambda s: s.model.load_state_dict(""),
+    "load_state_dict([])": lambda s: s.model.load_state_dict([]),
+    "load_state_dict with a number": lambda s: s.model.load_state_dict(
+        dict(s.model.state_dict(), **{"1.num_batches_tracked": 3})),
+    "load_state_dict with a list": lambda s: s.model.load_state_dict(
+        dict(s.model.state_dict(), **{"0.bias": [1.0, 2.0]})),
+    "load_state_dict with a string": lambda s: s.model.load_state_dict(
+        dict(s.model.state_dict(), **{"0.bias": "ab"})),
+    "load_state_dict with a missing key": lambda s: s.model.load_state_dict(
+        {k: v for k, v in s.model.state_dict().items() if k != "0.bias"}),
+    "Sequential + a list": lambda s: s.model + [s.lib.ReLU()],
+    "Sequential += a list": lambda s: s.model.__iadd__([s.lib.ReLU()]),
+    'Sequential["a"]': lambda s: s.model["a"],
+    "Sequential[5]": lambda s: s.model[5],
+    "Sequential[-3] = m": lambda s: s.model.__setitem__(-3, s.lib.ReLU()),
+    "del Sequential[2]": lambda s: s.model.__delitem__(2),
+    "Sequential.insert(3, m)": lambda s: s.model.insert(3, s.lib.ReLU()),
+    "Sequential.pop(2)": lambda s: s.model.pop(2),
+    "ModuleList[2.0]": lambda s: s.lib.ModuleList([s.lib.ReLU()])[2.0],
+    "ModuleList + a number": lambda s: s.lib.ModuleList([s.lib.ReLU()]) + 3,
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_registration_and_container_refusals_raise_torchs_exception_types(case):
+    """Each case raises the exception type torch.nn raises (TypeError, KeyError, ValueError,
+    IndexError, RuntimeError; StateDictError is a RuntimeError), or succeeds where torch does,
+    and a refused call changes nothing."""
+    ours, theirs = _Plain(nn), _Plain(torch.nn)
+    before = (list(ours.model.state_dict()), _children(ours.model), ours.model.note)
+    expected = _raised(lambda: REFUSALS[case](theirs))
+    got = _raised(lambda: REFUSALS[case](ours))
+    assert got is expected or (expected and got and issubclass(got, expected)), (got, expected)
+    if expected is not None:
+        assert (list(ours.model.state_dict()), _children(ours.model), ours.model.note) == before
+        assert ours.model.training
+
+
+def test_refusals_name_the_call_and_the_problem():
+    model = nn.Sequential(nn.Linear(2, 2))
+    model.note = 5
+    with pytest.raises(KeyError, match=r"add_module: the name must be non-empty and without"):
+        model.add_module("a.b", nn.ReLU())
+    with pytest.raises(KeyError, match=r"register_buffer: attribute 'note' already exists"):
+        model.register_buffer("note", mg.zeros(1))
+    with pytest.raises(TypeError, match="register_parameter: the name must be a string, not int"):
+        model.register_parameter(3, None)
+    with pytest.raises(ValueError, match="train: mode must be True or False, not 'x'"):
+        model.train("x")
+    with pytest.raises(TypeError, match="expected a dict-like state dict, got str"):
+        model.load_state_dict("")
+    with pytest.raises(RuntimeError, match="'0.bias': expected a Tensor or an array .* list"):
+        model.load_state_dict(dict(model.state_dict(), **{"0.bias": [1.0, 2.0]}))
+    with pytest.raises(ValueError, match="take a Sequential, not list"):
+        model + [nn.ReLU()]
+    with pytest.raises(TypeError, match="index must be an integer or a slice, not str"):
+        model["a"]
+    model.register_module("head", nn.ReLU())
+    assert _children(model) == [("0", "Linear"), ("head", "ReLU")]
+
+
+@pytest.mark.parametrize("remove_duplicate", [True, False])
+def test_named_parameters_and_buffers_remove_duplicate_like_torch(remove_duplicate):
+    """A module reached twice and a tensor held by two modules: once each by default, under
+    every name with remove_duplicate=False, in torch's order."""
+    def model(lib):
+        tree = build(lib)
+        tree[0].register_buffer("shared", tree[2]["enc"].running_mean)
+        return tree
+
+    ours, theirs = model(nn), model(torch.nn)
+    for method in ("named_parameters", "named_buffers"):
+        def names(m, method=method):
+            return [name for name, _ in getattr(m, method)(remove_duplicate=remove_duplicate)]
+        assert names(ours) == names(theirs)
+        assert len(names(ours)) == len(set(names(ours)))
+    shared = [p for name, p in ours.named_parameters(remove_duplicate=remove_duplicate)
+              if name.startswith(("1.1.", "2.shared."))]
+    assert len(shared) == (4 if not remove_duplicate else 2)

@@ -15,7 +15,6 @@ class Block(nn.Module):
     def __init__(self):
         super().__init__()
         self.weight = nn.Parameter(mg.ones(2, 3))
-        self.bias = None
         self.register_parameter("bias", None)
         self.register_buffer("running_mean", mg.zeros(3))
         self.register_buffer("num_batches_tracked", mg.tensor(0, dtype="int64"))

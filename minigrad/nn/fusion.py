@@ -43,11 +43,10 @@ def fuse_conv_bn_eval(conv, bn):
     if bn.bias is not None:
         shift = shift + bn.bias.array
     fused = copy.deepcopy(conv)
-    # weight into the registry in place (re-registering would move it after the bias); the bias
-    # registered anew, last, whether the conv had one or not
-    fused._parameters["weight"] = Parameter((weight * scale[:, None, None, None]).astype(
-        weight.dtype))
-    fused.register_parameter("bias", Parameter(shift.astype(weight.dtype)))
+    # weight and bias assigned in place (a conv without bias holds a plain `bias = None`,
+    # which the assignment replaces); either way the bias comes after the weight
+    fused.weight = Parameter((weight * scale[:, None, None, None]).astype(weight.dtype))
+    fused.bias = Parameter(shift.astype(weight.dtype))
     return fused
 
 

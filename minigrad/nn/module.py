@@ -10,6 +10,7 @@ Names are PyTorch's, so `state_dict()` keys ("features.0.weight", "bn.running_me
 match a PyTorch model built the same way.
 """
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy
 
@@ -93,7 +94,7 @@ class Module:
 
     def _forget(self, name, keep=None):
         """Remove `name` from every registry but `keep` and from the instance dict (before
-        re-assigning it): a name re-assigned in its own registry keeps its place in the order
+        assigning it anew): a name re-assigned in its own registry keeps its place in the order
         there, as in PyTorch."""
         for registry in self._registries():
             if registry is not keep:
@@ -107,11 +108,24 @@ class Module:
             raise TypeError(f"{where}: {name!r} must be a {kind.__name__} or None, "
                             f"not {type(value).__name__}")
 
+    def _check_new_name(self, name, registry, where):
+        """PyTorch's rules for a registered name: a string (TypeError), neither empty nor
+        dotted (KeyError: "." separates the levels of state_dict keys), and not already an
+        attribute of another kind (KeyError; assigning `self.name = ...` replaces one)."""
+        if not isinstance(name, str):
+            raise TypeError(f"{where}: the name must be a string, not {type(name).__name__}")
+        if name == "" or "." in name:
+            raise KeyError(f"{where}: the name must be non-empty and without '.', got {name!r}")
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"{where}: attribute {name!r} already exists in "
+                           f"{type(self).__name__}; assign self.{name} = ... to replace it")
+
     def register_parameter(self, name, param):
         """Add a parameter (a `Parameter` or None, for an absent optional one such as a bias)."""
+        parameters = self._registries()[0]
+        self._check_new_name(name, parameters, "register_parameter")
         self._check(name, param, Parameter, "register_parameter")
-        self._forget(name, keep=self._parameters)
-        self._parameters[name] = param
+        parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """Add a buffer: module state that is not learned (running statistics, counters).
@@ -119,25 +133,33 @@ class Module:
         Buffers follow the module in `to()` and, when `persistent`, appear in `state_dict()`;
         they never appear in `parameters()`. `tensor` may be None (an absent buffer).
         """
+        buffers = self._registries()[1]
+        self._check_new_name(name, buffers, "register_buffer")
         self._check(name, tensor, Tensor, "register_buffer")
         if isinstance(tensor, Parameter):
             raise TypeError(f"register_buffer: {name!r} is a Parameter; use register_parameter")
-        self._forget(name, keep=self._buffers)
-        self._buffers[name] = tensor
-        if not persistent:
+        buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
+        """Add a child module (or None) under `name`."""
+        modules = self._registries()[2]
         self._check(name, module, Module, "add_module")
-        self._forget(name, keep=self._modules)
-        self._modules[name] = module
+        self._check_new_name(name, modules, "add_module")
+        modules[name] = module
+
+    register_module = add_module
 
     def __setattr__(self, name, value):
         parameters, buffers, modules = self._registries()
-        if isinstance(value, Parameter):
-            self.register_parameter(name, value)
-        elif isinstance(value, Module):
-            self.add_module(name, value)
+        if isinstance(value, (Parameter, Module)):
+            # A name may change kind by assignment: it leaves its old registry first.
+            registry = parameters if isinstance(value, Parameter) else modules
+            self._forget(name, keep=registry)
+            registry[name] = value
         else:
             # A registered name keeps its kind (a buffer stays a buffer, persistence and all).
             for registry, kind, label in ((parameters, Parameter, "parameter"),
@@ -199,27 +221,30 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def _named_entries(self, registry, prefix, recurse):
+    def _named_entries(self, registry, prefix, recurse, remove_duplicate=True):
         """(qualified name, tensor) from one registry of this module (and descendants); a tensor
-        shared by several modules comes once, under its first name."""
+        (or module) shared by several modules comes once, under its first name, unless not
+        `remove_duplicate`."""
         seen = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
         for module_prefix, module in modules:
             for name, tensor in getattr(module, registry).items():
                 if tensor is None or id(tensor) in seen:
                     continue
-                seen.add(id(tensor))
+                if remove_duplicate:
+                    seen.add(id(tensor))
                 yield (f"{module_prefix}.{name}" if module_prefix else name), tensor
 
-    def named_parameters(self, prefix="", recurse=True):
-        return self._named_entries("_parameters", prefix, recurse)
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_entries("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
-    def named_buffers(self, prefix="", recurse=True):
-        return self._named_entries("_buffers", prefix, recurse)
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_entries("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, buffer in self.named_buffers(recurse=recurse):
@@ -234,9 +259,13 @@ class Module:
 
     # ------------------------------------------------------------------ modes and devices
     def train(self, mode=True):
-        """Training mode (dropout active, batch norm uses batch statistics) for the whole tree."""
+        """Training mode (dropout active, batch norm uses batch statistics) for the whole tree;
+        `mode` must be a bool (as in PyTorch: `train("eval")` is a ValueError)."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"{type(self).__name__}.train: mode must be True or False, not "
+                             f"{mode!r}")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self):
@@ -308,8 +337,9 @@ class Module:
         return OrderedDict((key, _numpy_copy(tensor)) for key, tensor in self._state_tensors())
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy `state_dict` (values: NumPy arrays, Tensors, or anything with `__array__`)
-        into this module's parameters and buffers, in place and on their own devices.
+        """Copy `state_dict` (a mapping; values: NumPy arrays, Tensors, or anything with
+        `__array__`, not plain numbers or lists) into this module's parameters and buffers, in
+        place and on their own devices.
 
         Everything is checked first: keys (missing or unexpected ones are errors when `strict`),
         shapes (must be equal) and dtypes (a float may load into another float width, an
@@ -317,6 +347,9 @@ class Module:
         `StateDictError` lists every problem and nothing is changed. Returns
         `IncompatibleKeys(missing_keys, unexpected_keys)`.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"{type(self).__name__}.load_state_dict: expected a dict-like "
+                            f"state dict, got {type(state_dict).__name__}")
         own = OrderedDict(self._state_tensors())
         missing = [key for key in own if key not in state_dict]
         unexpected = [key for key in state_dict if key not in own]
@@ -409,6 +442,9 @@ def _checked_array(key, value, target):
     """`value` as a NumPy array ready to copy into `target`, or (None, the problem)."""
     if isinstance(value, Tensor):
         value = value.numpy(force=True)
+    elif not hasattr(value, "__array__"):
+        return None, (f"{key!r}: expected a Tensor or an array in the state dict, got a "
+                      f"{type(value).__name__}")
     try:
         array = numpy.asarray(value)
     except Exception as error:  # anything at all may be passed in; report, do not crash

@@ -5,7 +5,8 @@ from .optimizer import Optimizer
 
 
 class Adam(Optimizer):
-    """PyTorch's Adam. For each parameter p with gradient g, at step t = 1, 2, ...:
+    """PyTorch's Adam. For each parameter p with gradient g (-g when maximize), at step
+    t = 1, 2, ...:
 
         g = g + weight_decay * p                       (coupled: the default)
         p = p * (1 - lr * weight_decay)                (decoupled_weight_decay, g unchanged)
@@ -16,52 +17,49 @@ class Adam(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, decoupled_weight_decay=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     non_negative = ("lr", "eps", "weight_decay")
 
-    def _check_settings(self, group):
-        super()._check_settings(group)
-        name = type(self).__name__
-        if len(group["betas"]) != 2 or not all(0.0 <= b < 1.0 for b in group["betas"]):
-            raise ValueError(f"{name}: betas must be two numbers in [0, 1), not "
-                             f"{group['betas']}")
-
     def _update(self, param, grad, state, group):
-        xp = param.backend.xp
-        first, second = self._work_arrays(param)
+        xp, p = param.backend.xp, param.array
         beta1, beta2 = group["betas"]
         if not state:
             state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param.array)
-            state["exp_avg_sq"] = xp.zeros_like(param.array)
+            state["exp_avg"] = xp.zeros_like(p)
+            state["exp_avg_sq"] = xp.zeros_like(p)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(param.array)
+                state["max_exp_avg_sq"] = xp.zeros_like(p)
         state["step"] += 1
-        step = state["step"]
+        t = state["step"]
+        grad = decayed_gradient(p, grad, group)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if group["weight_decay"] and group["decoupled_weight_decay"]:
-            param.array *= 1.0 - group["lr"] * group["weight_decay"]
-        elif group["weight_decay"]:
-            grad = xp.add(grad, xp.multiply(param.array, group["weight_decay"], out=first),
-                          out=first)
         m *= beta1
-        m += xp.multiply(grad, 1.0 - beta1, out=second)
+        m += (1.0 - beta1) * grad
         v *= beta2
-        squared = xp.multiply(grad, grad, out=second)
-        squared *= 1.0 - beta2
-        v += squared
+        v += grad * grad * (1.0 - beta2)
         if group["amsgrad"]:
             v = xp.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        denom = xp.sqrt(v, out=second)
-        denom /= math.sqrt(1.0 - beta2 ** step)
-        denom += group["eps"]
-        update = xp.divide(m, denom, out=second)
-        update *= -group["lr"] / (1.0 - beta1 ** step)
-        param.array += update
+        denom = xp.sqrt(v) / math.sqrt(1.0 - beta2 ** t) + group["eps"]
+        p -= m / denom * (group["lr"] / (1.0 - beta1 ** t))
+
+
+def decayed_gradient(p, grad, group):
+    """Weight decay as the Adam family does it: with `decoupled_weight_decay` (AdamW's rule)
+    `p = p * (1 - lr * weight_decay)` in place and g as it was, else `g + weight_decay * p`.
+    Returns the gradient to use."""
+    decay = group["weight_decay"]
+    if decay and group["decoupled_weight_decay"]:
+        p *= 1.0 - group["lr"] * decay
+    elif decay:
+        grad = grad + decay * p
+    return grad
 
 
 class AdamW(Adam):
@@ -72,6 +70,9 @@ class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False):
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, decoupled_weight_decay=True)
+                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -13,6 +13,7 @@ import bisect
 import copy
 import math
 import types
+import warnings
 
 from .optimizer import Optimizer
 
@@ -53,6 +54,8 @@ class LRScheduler:
 
     def step(self):
         """Advance the schedule by one step and set the new learning rates."""
+        if self._step_count == 1:
+            _warn_if_optimizer_never_stepped(self.optimizer)
         self._step_count += 1
         self._update_lr()
 
@@ -411,6 +414,7 @@ class ReduceLROnPlateau(LRScheduler):
             raise ValueError(f"{name}: threshold_mode must be 'rel' or 'abs', "
                              f"not {threshold_mode!r}")
         self.factor = factor
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.min_lrs = _per_group(optimizer, min_lr, "min_lr", name)
         self.patience = patience
         self.cooldown = cooldown
@@ -436,6 +440,7 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0          # bad steps during the cooldown do not count
         if self.num_bad_epochs > self.patience:
+            self._match_min_lrs_to_groups()
             for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs, strict=True):
                 new_lr = max(group["lr"] * self.factor, min_lr)
                 if group["lr"] - new_lr > self.eps:
@@ -444,6 +449,18 @@ class ReduceLROnPlateau(LRScheduler):
             self.num_bad_epochs = 0
         self._last_lr = _lrs(self.optimizer)
 
+    def _match_min_lrs_to_groups(self):
+        """After `optimizer.add_param_group`: one min_lr (the single one given) for every
+        group, as in PyTorch; a per-group list cannot be extended, which is an error."""
+        count = len(self.optimizer.param_groups)
+        if len(self.min_lrs) == count:
+            return
+        if self.default_min_lr is None:
+            raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {count} parameter groups "
+                               f"but min_lr was given for {len(self.min_lrs)}; a group was "
+                               "added since: set scheduler.min_lrs to one value per group")
+        self.min_lrs = [self.default_min_lr] * count
+
     def _is_better(self, value):
         best, threshold = self.best, self.threshold
         if self.mode == "min":
@@ -451,6 +468,19 @@ class ReduceLROnPlateau(LRScheduler):
                             else best - threshold)
         return value > (best * (1.0 + threshold) if self.threshold_mode == "rel"
                         else best + threshold)
+
+
+def _warn_if_optimizer_never_stepped(optimizer):
+    """PyTorch's warning at a scheduler's first step() when its optimizer has not stepped yet
+    (the old order, which skips the first value of the schedule). An optimizer class that
+    writes its own step() is not tracked."""
+    if not optimizer._opt_called and type(optimizer).step is Optimizer.step:
+        warnings.warn(
+            "Detected call of `lr_scheduler.step()` before `optimizer.step()`: call "
+            "`optimizer.step()` first, then `lr_scheduler.step()`, or the first value of the "
+            "learning rate schedule is skipped (as in PyTorch since 1.1.0; see "
+            "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)",
+            UserWarning, stacklevel=3)
 
 
 def _lrs(optimizer):

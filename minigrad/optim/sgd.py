@@ -3,19 +3,22 @@ from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
-    """PyTorch's SGD. For each parameter p with gradient g:
+    """PyTorch's SGD. For each parameter p with gradient g (-g when maximize):
 
-        d = g + weight_decay * p
-        b = d                                    (first step)
-        b = momentum * b + (1 - dampening) * d   (later steps)
-        d = d + momentum * b  if nesterov  else  b        (when momentum != 0)
-        p = p - lr * d
+        g = g + weight_decay * p
+        b = g                                    (first step)
+        b = momentum * b + (1 - dampening) * g   (later steps)
+        g = g + momentum * b  if nesterov  else  b        (when momentum != 0)
+        p = p - lr * g
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     non_negative = ("lr", "momentum", "weight_decay")
 
@@ -26,25 +29,15 @@ class SGD(Optimizer):
                              f"momentum={group['momentum']}, dampening={group['dampening']}")
 
     def _update(self, param, grad, state, group):
-        xp = param.backend.xp
-        first, second = self._work_arrays(param)
-        momentum = group["momentum"]
-        d = grad
+        p, momentum = param.array, group["momentum"]
         if group["weight_decay"]:
-            d = xp.multiply(param.array, group["weight_decay"], out=first)
-            d += grad
+            grad = grad + group["weight_decay"] * p
         if momentum:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = d.copy()
+            b = state.get("momentum_buffer")
+            if b is None:
+                b = state["momentum_buffer"] = grad.copy()
             else:
-                buf *= momentum
-                if group["dampening"]:
-                    buf += xp.multiply(d, 1.0 - group["dampening"], out=second)
-                else:
-                    buf += d
-            if group["nesterov"]:
-                d = xp.add(d, xp.multiply(buf, momentum, out=second), out=second)
-            else:
-                d = buf
-        param.array += xp.multiply(d, -group["lr"], out=second)
+                b *= momentum
+                b += (1.0 - group["dampening"]) * grad
+            grad = grad + momentum * b if group["nesterov"] else b
+        p -= group["lr"] * grad
