@@ -14,7 +14,7 @@ import threading
 
 from . import hooks, version
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
-from .tensor import Tensor
+from .tensor import Tensor, as_tensor
 
 # ----------------------------------------------------------------------------------------------
 # Grad mode (thread-local)
@@ -293,7 +293,7 @@ def _root_grad(tensor, grad, what):
         return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
                                  tensor._backend)
     if not isinstance(grad, Tensor):
-        grad = Tensor(grad, dtype=tensor.dtype, device=tensor.device)
+        grad = as_tensor(grad, tensor.dtype, tensor.device)
     if grad.device != tensor.device:
         raise RuntimeError(f"{what}: the gradient is on {grad.device} but the output is on "
                            f"{tensor.device}")

@@ -17,7 +17,7 @@ bumps its version counter (minigrad/version.py). With autograd:
 """
 from . import autograd, ops
 from .ops.indexing import IndexPut, normalize_index
-from .tensor import Tensor
+from .tensor import Tensor, as_tensor
 from .version import bump_version
 
 _ARITHMETIC = {"add_": ops.add, "sub_": ops.sub, "mul_": ops.mul, "div_": ops.div}
@@ -152,7 +152,7 @@ def _operand(x, name, value):
     if isinstance(value, (bool, int, float)):
         return value
     if not isinstance(value, Tensor):
-        value = Tensor(value, device=x.device)
+        value = as_tensor(value, device=x.device)
     if value.device != x.device:
         raise RuntimeError(f"{name}: the value is on {value.device} but the tensor (shape "
                            f"{x.shape}) is on {x.device}")

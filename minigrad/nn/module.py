@@ -22,11 +22,18 @@ from ..version import bump_version
 class Parameter(Tensor):
     """A leaf tensor that a module learns: `requires_grad` is True unless asked otherwise.
 
-    `Parameter(t)` shares `t`'s array (no copy), as in PyTorch.
+    As in PyTorch, `Parameter(t)` shares `t`'s memory (no copy; detached from t's graph), and
+    `Parameter()` is an empty float tensor. The custom-layer idiom
+    `Parameter(mg.Tensor(out, in))`, filled by an init afterwards, works as it does there.
     """
 
-    def __init__(self, data, requires_grad=True):
-        super().__init__(data, requires_grad=requires_grad)
+    def __init__(self, data=None, requires_grad=True):
+        data = Tensor() if data is None else data
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__} (make "
+                            "one with mg.tensor or mg.from_numpy first)")
+        super().__init__(data)   # Tensor(t): t's memory, detached
+        self.requires_grad_(requires_grad)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
