@@ -338,10 +338,13 @@ class Module:
             if child is not None:
                 yield from child._state_tensors(prefix + name + ".")
 
-    def state_dict(self):
-        """An OrderedDict of PyTorch-style keys to NumPy copies of parameters and persistent
-        buffers, whatever the device (a GPU model's state loads on the CPU and back)."""
-        return OrderedDict((key, _numpy_copy(tensor)) for key, tensor in self._state_tensors())
+    def state_dict(self, keep_vars=False):
+        """An OrderedDict of PyTorch-style keys to the parameters and persistent buffers, as in
+        PyTorch: detached tensors sharing the module's memory (`sd["bias"].fill_(0)` changes
+        the model, and `sd` shows later in-place changes such as optimizer steps); the tensors
+        themselves with `keep_vars`. Copy it (`copy.deepcopy(sd)`) to keep a snapshot."""
+        return OrderedDict((key, tensor if keep_vars else tensor.detach())
+                           for key, tensor in self._state_tensors())
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy `state_dict` (a mapping; values: NumPy arrays, Tensors, or anything with
@@ -437,12 +440,6 @@ def _move(tensor, backend, dtype):
             tensor.array = tensor.array.astype(dtype)
             if tensor.grad is not None:
                 tensor.grad = tensor.grad.to(dtype=dtype)
-
-
-def _numpy_copy(tensor):
-    """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it)."""
-    array = tensor.numpy(force=True)
-    return array.copy() if tensor.device == "cpu" else array
 
 
 def _checked_array(key, value, target):
