@@ -270,7 +270,7 @@ def caffe_layers(model, layout="bvlc"):
 
 
 def _numpy_state(module):
-    """`module.state_dict()` as NumPy copies (the state dict's tensors share the module's memory)."""
+    """`module.state_dict()` as NumPy copies (its tensors share the module's memory)."""
     return {key: value.numpy().copy() for key, value in module.state_dict().items()}
 
 
