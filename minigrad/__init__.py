@@ -149,6 +149,7 @@ from .functions import (
                        var,
                        where,
 )
+from .grad_mode import is_inference_mode_enabled
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .random import (
                        Generator,

@@ -15,7 +15,7 @@ an uninitialised (2, 3) tensor of the default float dtype, `Tensor([1, 2])` data
 """
 import numbers
 
-from . import autograd
+from . import autograd, grad_mode
 from .backends import backend_of, get_backend, normalize_device
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
@@ -156,7 +156,7 @@ class Tensor(TensorMethods):
             backend = backend_of(array)
         t = object.__new__(cls)
         t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
-            array, False, None, None, 0, backend, VersionCounter())
+            array, False, None, None, 0, backend, VersionCounter(grad_mode._state.inference))
         return t
 
     @classmethod
@@ -206,6 +206,10 @@ class Tensor(TensorMethods):
         if value is not None:
             inplace.check_grad_assignment(self, value)
         self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
 
     def size(self, dim=None):
         if dim is None:
@@ -306,8 +310,15 @@ class Tensor(TensorMethods):
                                "use .detach() to get a tensor cut from the graph")
         if requires_grad:
             _check_can_require_grad(self.dtype, "requires_grad_")
+            if self.is_inference() and not grad_mode.is_inference_mode_enabled():
+                raise RuntimeError("requires_grad_: setting requires_grad=True on an inference "
+                                   "tensor outside inference_mode is not allowed; clone it")
         self.requires_grad = bool(requires_grad)
         return self
+
+    def is_inference(self):
+        """Whether this tensor was made in inference mode (minigrad/grad_mode.py)."""
+        return self._version_counter.inference
 
     # ------------------------------------------------------------------ in place (inplace.py)
     def add_(self, other, alpha=1): return inplace.arithmetic(self, "add_", other, alpha)
@@ -369,7 +380,7 @@ class Tensor(TensorMethods):
                 raise TypeError("backward: got gradient= and grad=; they are the same argument, "
                                 "give one")
             gradient = grad
-        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        autograd.backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
 
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other): return ops.add(self, other)
