@@ -129,10 +129,10 @@ class Tensor(TensorMethods):
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
     `backward()`. A tensor made by an op that was recorded remembers its `Node` (`grad_fn`) and
-    which of the node's outputs it is (`_index`). `Tensor(data)` uses an array of the right
-    dtype and device as it is (no copy); `mg.tensor(data)` always copies. `_version` counts the
-    in-place changes of its memory (minigrad/version.py); in-place methods end in `_`
-    (minigrad/inplace.py).
+    which of the node's outputs it is (`_index`). `mg.as_tensor(data)` uses an array of the
+    right dtype and device as it is (no copy); `mg.tensor(data)` always copies. `_version`
+    counts the in-place changes of its memory (minigrad/version.py); in-place methods end in
+    `_` (minigrad/inplace.py).
     """
 
     __slots__ = ("array", "requires_grad", "_grad", "_node", "_index", "_backend",
