@@ -125,7 +125,7 @@ def main(argv=None):
             torch.set_num_threads(threads)
         threads = torch.get_num_threads()
         reference = lenet5(args.bn, nn=torch.nn)
-        reference.load_state_dict({k: torch.from_numpy(v.copy())
+        reference.load_state_dict({k: torch.from_numpy(v.numpy().copy())
                                    for k, v in model.state_dict().items()})
         steppers["pytorch"] = stepper(reference, torch.optim,
                                       torch.nn.functional.cross_entropy, torch.from_numpy,

@@ -5,8 +5,18 @@ from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enab
 from .backends import DeviceError, cpu_settings, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
 from .creation import (
+                       BoolTensor,
+                       ByteTensor,
+                       CharTensor,
+                       DoubleTensor,
+                       FloatTensor,
+                       HalfTensor,
+                       IntTensor,
+                       LongTensor,
+                       ShortTensor,
                        allclose,
                        arange,
+                       as_tensor,
                        bernoulli,
                        empty,
                        eye,
@@ -139,6 +149,7 @@ from .functions import (
                        var,
                        where,
 )
+from .grad_mode import is_inference_mode_enabled
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .random import (
                        Generator,

@@ -1,4 +1,4 @@
-"""The engine: grad mode, the Node (one tape entry) and the reverse walk.
+"""The engine: the Node (one tape entry) and the reverse walk (grad mode: minigrad/grad_mode.py).
 
 Every primitive runs through `Op.apply`. When grad mode is on and some input requires a gradient,
 `apply` appends a `Node` to the tape: the op, its `Context`, its input tensors and a sequence
@@ -8,73 +8,20 @@ its producer, so when a node is visited, all the gradient for its outputs has al
 The walk is a loop over a sorted list, never a recursion, so graphs of any depth work.
 Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re-exported here.
 """
-import functools
 import itertools
 import threading
 
 from . import hooks, version
+from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
-from .tensor import Tensor
-
-# ----------------------------------------------------------------------------------------------
-# Grad mode (thread-local)
-
-
-class _ThreadState(threading.local):
-    grad_enabled = True   # a class attribute: every new thread starts with recording on
-
-
-_state = _ThreadState()
-
-
-def is_grad_enabled():
-    """True when ops record themselves on the tape (the default, in every thread)."""
-    return _state.grad_enabled
-
-
-class set_grad_enabled:
-    """Recording on or off, for the current thread only.
-
-    `mg.set_grad_enabled(False)` switches at once (as in PyTorch). As `with` block or decorator
-    (`@mg.set_grad_enabled(False)`) the mode from before comes back at the end. `no_grad()` and
-    `enable_grad()` are this switch made with `at_once=False`: it flips on entering the block.
-    """
-
-    def __init__(self, mode, at_once=True):
-        self.mode, self.previous = bool(mode), None
-        if at_once:
-            self.__enter__()
-
-    def __enter__(self):
-        if self.previous is None:   # not switched already by __init__
-            self.previous, _state.grad_enabled = _state.grad_enabled, self.mode
-
-    def __exit__(self, *exc):
-        _state.grad_enabled, self.previous = self.previous, None
-
-    def __call__(self, function):
-        if self.previous is not None:   # as a decorator it must not switch at definition
-            self.__exit__()
-        mode = self.mode
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):   # a fresh switch per call: safe under recursion, threads
-                return function(*args, **kwargs)
-
-        return wrapper
-
-
-def no_grad():
-    """`with mg.no_grad():` (or `@mg.no_grad()`): nothing inside is recorded and results do not
-    require grad."""
-    return set_grad_enabled(False, at_once=False)
-
-
-def enable_grad():
-    """`with mg.enable_grad():` (or `@mg.enable_grad()`): record again inside `no_grad`."""
-    return set_grad_enabled(True, at_once=False)
-
+from .tensor import Tensor, as_tensor
 
 # ----------------------------------------------------------------------------------------------
 # Node
@@ -126,15 +73,18 @@ class Node:
         return self.ctx is None
 
     def apply_backward(self, grad_outputs):
-        """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back."""
-        if self._saved_versions:
-            version.check_unchanged(self, self._saved_versions)
+        """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
+        A saved value changed in place since forward comes as a `_Changed` stand-in."""
         ctx = self.ctx
-        ctx._saved = tuple([
-            self.inputs[where] if kind == "input"
-            else Tensor._from_node(where, self, index) if kind == "output"
-            else Tensor.from_array(where, ctx.backend)
-            for kind, where, index in self._saved_sources]) or None   # None: nothing saved
+        saved = [self.inputs[where] if kind == "input"
+                 else Tensor._from_node(where, self, index) if kind == "output"
+                 else Tensor.from_array(where, ctx.backend)
+                 for kind, where, index in self._saved_sources]
+        for i, entry in enumerate(self._saved_versions):
+            error = version.changed_error(self, entry)
+            if error is not None:
+                saved[i] = _Changed(saved[i], error)
+        ctx._saved = tuple(saved) or None   # None: nothing saved
         try:
             grads = self.op.backward(ctx, *grad_outputs)
         finally:
@@ -142,16 +92,40 @@ class Node:
         return grads if isinstance(grads, tuple) else (grads,)
 
     def release(self):
-        """Drop what backward needed; walking this node again is an error. Inputs made by other
-        ops are swapped for data-free stand-ins (same shape, dtype and place in the graph), so
-        the activations they held are freed while the graph can still be shown (minigrad.viz)."""
-        self.ctx = None
+        """Drop what backward needed. Inputs made by other ops are swapped for data-free
+        stand-ins (same shape, dtype and place in the graph), so the activations they held are
+        freed while the graph can still be shown (minigrad.viz). A node that saved values (with
+        ctx.save, or arrays such as a mask kept on ctx) cannot be walked again; one that saved
+        nothing can (c = b + 1), as in PyTorch."""
+        ctx = self.ctx
+        if self._saved_sources or any(isinstance(v, ctx.xp.ndarray) for v in vars(ctx).values()):
+            self.ctx = None
         self._saved_sources = self._saved_versions = ()
         self.inputs = tuple(t if t is None or t._node is None else t._without_data()
                             for t in self.inputs)
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
+
+
+class _Changed(Tensor):
+    """A saved value changed in place after forward, as backward gets it: its shape, dtype and
+    place in the graph are there, but reading its values raises the version error. So the
+    check fires only where a derivative really uses the value (PyTorch saves only those)."""
+
+    def __init__(self, saved, error):   # (not Tensor's legacy constructor)
+        self._saved, self._error = saved, error
+        self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
+        self._node, self._index, self._version_counter = (
+            saved._node, saved._index, saved._version_counter)
+
+    @property
+    def array(self):
+        raise self._error
+
+    shape = property(lambda self: self._saved.shape)
+    ndim = property(lambda self: self._saved.ndim)
+    dtype = property(lambda self: self._saved.dtype)
 
 
 def _source_of(array, input_arrays, outputs):
@@ -264,17 +238,24 @@ def _propagate(node, grads, deliver):
         deliver(tensor, grad)
 
 
+_accumulating = threading.Lock()
+
+
 def _accumulate_grad(leaf, grad, create_graph):
-    """leaf.grad += grad. Without create_graph, `.grad` always gets an array of its own: backward
-    formulas may hand out views (a sum's gradient is a broadcast, read-only view) or the same
-    tensor to several inputs (add gives g to both), and optimizers write into gradients."""
-    if create_graph:   # keep the gradient on the tape for higher derivatives
-        with enable_grad():
-            leaf._grad = grad if leaf._grad is None else leaf._grad + grad
-    elif leaf._grad is None:
-        leaf._grad = Tensor.from_array(grad.array.copy(), grad._backend)
-    else:
-        leaf._grad = Tensor.from_array(leaf._grad.array + grad.array, grad._backend)
+    """leaf.grad += grad, as in PyTorch: without create_graph into the `.grad` tensor in place
+    (a reference to it, or one assigned, sees the sum), and a first gradient is copied into an
+    array of its own (backward formulas may hand out read-only views, or one tensor to several
+    inputs); with create_graph out of place, on the tape. Under a lock: two threads running
+    backward into one leaf lose nothing."""
+    with _accumulating:
+        if create_graph:   # keep the gradient on the tape for higher derivatives
+            with enable_grad():
+                leaf._grad = grad if leaf._grad is None else leaf._grad + grad
+        elif leaf._grad is None:
+            leaf._grad = Tensor.from_array(grad.array.copy(), grad._backend)
+        else:
+            with no_grad():
+                leaf._grad.add_(grad)
 
 
 def _root_grad(tensor, grad, what):
@@ -293,7 +274,7 @@ def _root_grad(tensor, grad, what):
         return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
                                  tensor._backend)
     if not isinstance(grad, Tensor):
-        grad = Tensor(grad, dtype=tensor.dtype, device=tensor.device)
+        grad = as_tensor(grad, tensor.dtype, tensor.device)
     if grad.device != tensor.device:
         raise RuntimeError(f"{what}: the gradient is on {grad.device} but the output is on "
                            f"{tensor.device}")
@@ -303,16 +284,32 @@ def _root_grad(tensor, grad, what):
     return grad if grad.dtype == tensor.dtype else grad.astype(tensor.dtype)
 
 
-def backward(tensor, grad=None, retain_graph=None, create_graph=False):
-    """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad.
+def _roots(outputs, grad_outputs, what):
+    """(outputs as a list, the gradient flowing into each): one tensor or a sequence of them, and
+    one gradient (or None) for all or a sequence with one per output."""
+    single = isinstance(outputs, Tensor)
+    outputs = [outputs] if single else list(outputs)
+    one = grad_outputs is None or isinstance(grad_outputs, Tensor) or (
+        single and not isinstance(grad_outputs, (list, tuple)))   # e.g. one NumPy array
+    grad_outputs = [grad_outputs] * len(outputs) if one else list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        name = "grad_outputs" if what == "grad" else "grad_tensors"
+        raise ValueError(f"{what}: {len(grad_outputs)} {name} for {len(outputs)} outputs")
+    return outputs, [_root_grad(out, g, what) for out, g in zip(outputs, grad_outputs,
+                                                                   strict=True)]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulate d(tensors)/d(leaf) into `.grad` of every leaf that requires grad; `tensors`
+    is a tensor or a sequence, `grad_tensors` the gradient flowing into each (as in `grad`).
 
     `retain_graph` defaults to `create_graph`: without it the saved values are freed as the walk
     goes, and a second backward through the same nodes is an error.
     """
-    grad = _root_grad(tensor, grad, "backward")
+    roots, root_grads = _roots(tensors, grad_tensors, "backward")
     retain = create_graph if retain_graph is None else retain_graph
-    nodes, leaves = _graph_behind([tensor])   # each of these nodes leads to one of the leaves
-    grads = run_backward(nodes, [tensor], [grad], (), retain, create_graph)
+    nodes, leaves = _graph_behind(roots)   # each of these nodes leads to one of the leaves
+    grads = run_backward(nodes, roots, root_grads, (), retain, create_graph)
     filled = [leaf for leaf in leaves if id(leaf) in grads]
     for leaf in filled:
         _accumulate_grad(leaf, grads[id(leaf)], create_graph)
@@ -327,16 +324,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     `grad_outputs` gives the gradient flowing into each output (default: ones, for one-element
     outputs). An input the outputs do not depend on is an error, or None with allow_unused=True.
     """
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    one = grad_outputs is None or isinstance(grad_outputs, Tensor)
-    grad_outputs = [grad_outputs] * len(outputs) if one else list(grad_outputs)
-    if len(grad_outputs) != len(outputs):
-        raise ValueError(f"grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad")
-    roots = [_root_grad(out, g, "grad") for out, g in zip(outputs, grad_outputs, strict=True)]
+    outputs, roots = _roots(outputs, grad_outputs, "grad")
     retain = create_graph if retain_graph is None else retain_graph
     wanted = [value_key(t) for t in inputs]
     nodes = _leading_to(_graph_behind(outputs)[0], set(wanted))

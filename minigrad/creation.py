@@ -13,7 +13,7 @@ from .backends import get_backend
 from .dtypes import as_dtype, get_default_dtype
 from .ops._shapes import check_sizes
 from .random import numpy_generator
-from .tensor import Tensor, shape_from_args
+from .tensor import Tensor, as_tensor, from_data, legacy_tensor, shape_from_args
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):
@@ -22,14 +22,14 @@ def tensor(data, requires_grad=False, dtype=None, device=None):
     Python floats get the default float dtype and ints int64; arrays keep their dtype unless
     `dtype` is given.
     """
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device, copy=True)
+    return from_data(data, dtype, device, copy=True, requires_grad=requires_grad)
 
 
 def from_numpy(array):
     """A CPU tensor sharing memory with the NumPy array `array` (its dtype kept)."""
     if not isinstance(array, numpy.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
-    return Tensor(array)
+    return as_tensor(array)
 
 
 def _shape(op, args):
@@ -38,7 +38,7 @@ def _shape(op, args):
 
 
 def _made(array, backend, requires_grad):
-    return Tensor(array, requires_grad=requires_grad, device=backend.device)
+    return from_data(array, device=backend.device, requires_grad=requires_grad)
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
@@ -59,7 +59,7 @@ def full(shape, value, dtype=None, device=None, requires_grad=False):
     backend = get_backend(device)
     if not isinstance(value, numbers.Number):
         raise TypeError(f"full: the fill value must be a number, got {value!r}")
-    dtype = as_dtype(dtype) or Tensor(value).dtype
+    dtype = as_dtype(dtype) or from_data(value).dtype
     array = backend.xp.full(_shape("full", (shape,)), value, dtype)
     return _made(array, backend, requires_grad)
 
@@ -185,6 +185,30 @@ def normal(mean, std, size, generator=None, dtype=None, device=None, requires_gr
     draw = numpy_generator(generator, "normal").normal
     return _random("normal", lambda shape: draw(mean, std, shape), (size,), dtype, device,
                    requires_grad)
+
+
+class _LegacyType(type):
+    """The type of `mg.FloatTensor` and friends, PyTorch's typed legacy constructors: calling
+    one makes a tensor of its dtype as `Tensor(...)` does (`LongTensor([1, 2])`,
+    `FloatTensor(3, 4)`), and `isinstance(t, mg.FloatTensor)` asks whether t is a CPU tensor of
+    that dtype."""
+
+    def __call__(cls, *args, device=None):
+        return legacy_tensor(cls.__name__, args, cls.dtype, device)
+
+    def __instancecheck__(cls, value):
+        return isinstance(value, Tensor) and value.dtype == cls.dtype and value.device == "cpu"
+
+
+def _legacy_type(name, dtype):
+    return _LegacyType(name, (), {"dtype": as_dtype(dtype), "__module__": __name__})
+
+
+FloatTensor, DoubleTensor, HalfTensor = (_legacy_type(f"{n}Tensor", n.lower())
+                                         for n in ("Float", "Double", "Half"))
+LongTensor, IntTensor = _legacy_type("LongTensor", "int64"), _legacy_type("IntTensor", "int32")
+ShortTensor, CharTensor = _legacy_type("ShortTensor", "int16"), _legacy_type("CharTensor", "int8")
+ByteTensor, BoolTensor = _legacy_type("ByteTensor", "uint8"), _legacy_type("BoolTensor", "bool")
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

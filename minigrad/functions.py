@@ -5,7 +5,7 @@ the few whose PyTorch form differs from the op's (max/min, which also take a sec
 give (values, indices) along a dim, and the shape functions) call the Tensor method of the same
 name, so each behaviour is written once.
 """
-from .hooks import inference_mode  # noqa: F401
+from .grad_mode import inference_mode  # noqa: F401
 from .ops import (  # noqa: F401
     abs,
     add,

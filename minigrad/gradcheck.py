@@ -8,7 +8,7 @@ That is two forward passes per input element: keep the inputs small.
 import numpy
 
 from . import autograd
-from .tensor import Tensor
+from .tensor import Tensor, as_tensor, from_data
 
 
 class GradcheckError(AssertionError):
@@ -73,7 +73,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exce
     outputs, weights, loss = _projection(fn, inputs, seed)
     if not outputs:
         return _report("gradcheck: no output requires grad", raise_exception)
-    projections = [Tensor(w, device=o.device) for w, o in zip(weights, outputs)]
+    projections = [as_tensor(w, device=o.device) for w, o in zip(weights, outputs)]
     analytic = autograd.grad(outputs, [inputs[k] for k in checked], projections, allow_unused=True)
     worst = None   # (excess over the tolerance, input position, index, analytic, numeric)
     for k, g in zip(checked, analytic):
@@ -106,7 +106,7 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_
     inputs = _prepare(_as_tuple(inputs))
     outputs = [o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.requires_grad]
     rng = numpy.random.default_rng(seed + 1)
-    vectors = [Tensor(rng.standard_normal(o.shape), requires_grad=True, device=o.device)
+    vectors = [from_data(rng.standard_normal(o.shape), device=o.device, requires_grad=True)
                for o in outputs]
     count = len(inputs)
 

@@ -1,6 +1,6 @@
 """Hooks the engine calls, and the autograd extras built on them.
 
-Tensor hooks, `retain_grad` and `inference_mode` (for PyTorch users): a hook belongs to a value
+Tensor hooks and `retain_grad` (for PyTorch users): a hook belongs to a value
 of the graph: a leaf tensor, or output `index` of a node. The walk (autograd.py) calls
 `run_node_hooks` / `run_leaf_hooks` once a value's gradient is complete, before it goes further
 back (or into a leaf's `.grad`): each hook is called with the gradient in the order registered,
@@ -85,6 +85,15 @@ def retain_grad(tensor):
         _retained.setdefault(tensor._node, {})[tensor._index] = weakref.ref(tensor)
 
 
+def forget_retained(tensor):
+    """Stop keeping the gradient of `tensor`'s present value; returns whether it was kept (an
+    in-place op moving the tensor to a new value calls this, then retain_grad again)."""
+    if not retains_grad(tensor):
+        return False
+    del _retained[tensor._node][tensor._index]
+    return True
+
+
 def retains_grad(tensor):
     kept = _retained.get(tensor._node, {}).get(tensor._index) if tensor._node is not None else None
     return kept is not None and kept() is tensor
@@ -139,13 +148,6 @@ def _run(hooks, grad):
         if replacement is not None:
             grad = _checked(hook, grad, replacement)
     return grad
-
-
-def inference_mode(mode=True):
-    """`with mg.inference_mode():` or `@mg.inference_mode()`: as no_grad (minigrad has no
-    separate inference tensors). `inference_mode(False)` records again, as enable_grad, which
-    is what PyTorch does inside no_grad."""
-    return autograd.no_grad() if mode else autograd.enable_grad()
 
 
 _backward_end_hooks = {}

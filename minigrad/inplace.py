@@ -15,9 +15,9 @@ bumps its version counter (minigrad/version.py). With autograd:
 - minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
   rewrites the view's history as well); that is a clear error.
 """
-from . import autograd, ops
+from . import autograd, grad_mode, hooks, ops
 from .ops.indexing import IndexPut, normalize_index
-from .tensor import Tensor
+from .tensor import Tensor, as_tensor
 from .version import bump_version
 
 _ARITHMETIC = {"add_": ops.add, "sub_": ops.sub, "mul_": ops.mul, "div_": ops.div}
@@ -92,6 +92,8 @@ def check_grad_assignment(tensor, grad):
     if not isinstance(grad, Tensor):
         raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
                         f"{type(grad).__name__}")
+    if grad is tensor:
+        raise RuntimeError("can't assign a tensor as its own grad (x.grad = x)")
     for what, mine, given in (("device", tensor.device, grad.device),
                               ("dtype", tensor.dtype, grad.dtype),
                               ("shape", tensor.shape, grad.shape)):
@@ -102,6 +104,11 @@ def check_grad_assignment(tensor, grad):
 
 def _records(x, name, values):
     """Whether this in-place change goes on the tape; raises where PyTorch would refuse."""
+    if x._version_counter.inference and not grad_mode.is_inference_mode_enabled():
+        raise RuntimeError(
+            f"{name}: an in-place update to an inference tensor (shape {x.shape}, made in "
+            "inference_mode) outside inference_mode is not allowed; clone it to get a normal "
+            "tensor first")
     if not autograd.is_grad_enabled():
         return False
     if x.requires_grad and x._node is None:
@@ -112,11 +119,30 @@ def _records(x, name, values):
     if not (x.requires_grad or any(isinstance(v, Tensor) and v.requires_grad for v in values)):
         return False
     if x._version_counter.has_views:
+        leaf = _viewed_leaf(x)
+        if leaf is not None:
+            raise RuntimeError(
+                f"{name}: a view of a leaf Variable that requires grad is being used in an "
+                f"in-place operation (a view of shape {x.shape} of a leaf of shape {leaf.shape}). "
+                "Change the leaf under `with mg.no_grad():`, or change a copy")
         raise RuntimeError(
-            f"{name}: the tensor (shape {x.shape}) shares its memory with a view made by an op, "
-            "and minigrad cannot rebase the history of both in a graph. Use the out-of-place "
-            "op (y = y + 1), or change a copy")
+            f"{name}: the tensor (shape {x.shape}) shares its memory with another tensor in a "
+            "graph (a view such as x[i], x.reshape(...) or x.T, or the tensor it was taken "
+            "from), and minigrad cannot rebase the history of both, as PyTorch does. If no "
+            "gradient has to flow through this change (a gradient computed by hand, as in "
+            "`dC[ix] += demb[k, j]`), make it under `with mg.no_grad():`; otherwise compute the "
+            "new value out of place with ops (y = y + 1, mg.where, mg.cat)")
     return True
+
+
+def _viewed_leaf(x):
+    """The leaf that requires grad whose memory `x` views, found back through the ops that made
+    the view (they share its version counter), or None."""
+    t = x
+    while t is not None and t._node is not None:
+        t = next((i for i in t._node.inputs
+                  if i is not None and i._version_counter is x._version_counter), None)
+    return t if t is not None and t is not x and t.requires_grad else None
 
 
 def _old_value(x):
@@ -130,7 +156,10 @@ def _rebase(x, new):
     """x takes new's value (into x's own memory) and new's place in the graph."""
     _writable(x, "in-place")
     x.array[...] = new.array
+    retained = hooks.forget_retained(x)
     x.requires_grad, x._node, x._index = new.requires_grad, new._node, new._index
+    if retained:   # retain_grad follows the tensor to its new version, as in PyTorch
+        hooks.retain_grad(x)
 
 
 def _writable(x, name):
@@ -152,7 +181,7 @@ def _operand(x, name, value):
     if isinstance(value, (bool, int, float)):
         return value
     if not isinstance(value, Tensor):
-        value = Tensor(value, device=x.device)
+        value = as_tensor(value, device=x.device)
     if value.device != x.device:
         raise RuntimeError(f"{name}: the value is on {value.device} but the tensor (shape "
                            f"{x.shape}) is on {x.device}")

@@ -26,7 +26,7 @@ import numpy
 
 from .atomic import atomic_write
 from .formats import CheckpointError, fail, npz, pytorch, safetensors
-from .tensor import Tensor
+from .tensor import Tensor, as_tensor
 
 __all__ = ["CheckpointError", "load", "save"]
 
@@ -135,7 +135,7 @@ def _unflatten(node, arrays, device, used, path, extension):
         used.add(content)
         array = arrays[content]
         if kind == "tensor":
-            return Tensor(array, dtype=array.dtype, device=device)
+            return as_tensor(array, device=device)
         return array[()] if kind == "scalar" else array
     if kind == "float" and content in ("nan", "inf", "-inf"):
         return float(content)
@@ -191,7 +191,7 @@ def load(path, device=None):
     if structure is None:
         if device is None:
             return arrays
-        return {name: Tensor(a, dtype=a.dtype, device=device) for name, a in arrays.items()}
+        return {name: as_tensor(a, device=device) for name, a in arrays.items()}
     used = set()
     try:
         state = _unflatten(structure, arrays, device, used, path, extension)

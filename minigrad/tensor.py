@@ -1,6 +1,6 @@
 """Tensor: an array, its gradient, and the node that made it. Every operator calls an op.
 
-dtypes of new tensors (`mg.tensor(data)`, `Tensor(data)`):
+dtypes of new tensors (`mg.tensor(data)`, `mg.as_tensor(data)`):
     dtype=...                          converted to that dtype (any spelling: mg.float32,
                                        "float32", "float", numpy.float32; see minigrad/dtypes.py)
     an array, a NumPy scalar, a Tensor keeps its dtype (a float64 NumPy array stays float64)
@@ -9,8 +9,13 @@ dtypes of new tensors (`mg.tensor(data)`, `Tensor(data)`):
 Operators follow PyTorch's promotion (ops/_promotion.py): a Python number never widens a
 tensor within its category (float16 tensor * 2.5 is float16), an int tensor with a Python float
 or divided by anything is float32, and two tensors promote as torch.result_type says.
+
+`Tensor(...)` itself is PyTorch's legacy constructor (`legacy_tensor` below): `Tensor(2, 3)` is
+an uninitialised (2, 3) tensor of the default float dtype, `Tensor([1, 2])` data in that dtype.
 """
-from . import autograd
+import numbers
+
+from . import autograd, grad_mode
 from .backends import backend_of, get_backend, normalize_device
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
@@ -63,6 +68,56 @@ def shape_from_args(args):
     return tuple(args)
 
 
+def from_data(data, dtype=None, device=None, copy=False, requires_grad=False, what="tensor"):
+    """A leaf tensor holding `data` (a number, a nested list, an array, a tensor) with the dtype
+    rules above: the array itself when it fits (no copy), a copy when `copy` or when it must
+    be converted or moved. `mg.tensor` is this with copy=True."""
+    array, backend = _as_array(data, dtype, device, copy)
+    if requires_grad:
+        _check_can_require_grad(array.dtype, what)
+    t = Tensor.from_array(array, backend)
+    t.requires_grad = bool(requires_grad)
+    return t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """`data` as a tensor, sharing its memory where dtype and device allow (torch.as_tensor):
+    an array is wrapped, a tensor comes back as it is, or through `.to()` (which autograd
+    follows) when it needs another dtype or device."""
+    if isinstance(data, Tensor):
+        return data.to(device, dtype)
+    return from_data(data, dtype, device)
+
+
+def legacy_tensor(what, args, dtype, device):
+    """What PyTorch's legacy constructors `Tensor(...)` and `FloatTensor(...)` (`dtype`; None is
+    the default float dtype) make of their positional arguments:
+
+        ()  or  (3, 4)     an uninitialised tensor of that shape (() is shape (0,)), as empty()
+        (data,)            a list, tuple or array converted to the dtype (an array that has it
+                           already is shared, not copied); a tuple is data, not a shape
+        (tensor,)          the same memory, detached (for a typed constructor, of its dtype)
+    """
+    dtype = as_dtype(dtype)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        t = args[0]
+        if dtype is not None and t.dtype != dtype or device is not None and (
+                normalize_device(device) != t.device):
+            raise TypeError(f"{what}: expected a {dtype or 'tensor'} on {device or t.device}, got "
+                            f"a {t.dtype} tensor on {t.device}; convert it with .to()")
+        return t.detach()
+    dtype = dtype or as_dtype(get_default_dtype())
+    if all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in args):
+        if any(n < 0 for n in args):
+            raise RuntimeError(f"{what}: trying to create a tensor with negative dimension: "
+                               f"{list(args)}")
+        return Tensor.from_array(get_backend(device).xp.empty(args or (0,), dtype))
+    if len(args) == 1 and not isinstance(args[0], (numbers.Number, str, bytes, type(None))):
+        return from_data(args[0], dtype, device)
+    raise TypeError(f"{what}(): expected sizes (ints: {what}(2, 3)) or one sequence or array of "
+                    f"data ({what}([1, 2])), got ({', '.join(type(a).__name__ for a in args)})")
+
+
 def _check_can_require_grad(dtype, what):
     if dtype.kind != "f":
         raise TypeError(f"{what}: only floating-point tensors can require grad, not {dtype}; "
@@ -74,38 +129,34 @@ class Tensor(TensorMethods):
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
     `backward()`. A tensor made by an op that was recorded remembers its `Node` (`grad_fn`) and
-    which of the node's outputs it is (`_index`). `Tensor(data)` uses an array of the right
-    dtype and device as it is (no copy); `mg.tensor(data)` always copies. `_version` counts the
-    in-place changes of its memory (minigrad/version.py); in-place methods end in `_`
-    (minigrad/inplace.py).
+    which of the node's outputs it is (`_index`). `mg.as_tensor(data)` uses an array of the
+    right dtype and device as it is (no copy); `mg.tensor(data)` always copies. `_version`
+    counts the in-place changes of its memory (minigrad/version.py); in-place methods end in
+    `_` (minigrad/inplace.py).
     """
 
     __slots__ = ("array", "requires_grad", "_grad", "_node", "_index", "_backend",
                  "_version_counter", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
 
-    def __init__(self, data, requires_grad=False, dtype=None, device=None, copy=False):
-        array, backend = _as_array(data, dtype, device, copy)
-        if requires_grad:
-            _check_can_require_grad(array.dtype, "tensor")
-        self.array = array
-        self.requires_grad = bool(requires_grad)
-        self._grad = None
-        self._node = None
-        self._index = 0
-        self._backend = backend
-        self._version_counter = VersionCounter()
+    def __init__(self, *args, device=None):
+        """PyTorch's legacy constructor (see `legacy_tensor`): `Tensor(2, 3)`, `Tensor()`,
+        `Tensor([1, 2])`. New code makes tensors with `mg.tensor`, `mg.empty` and friends."""
+        made = legacy_tensor("Tensor", args, None, device)
+        self.array, self.requires_grad, self._grad, self._node, self._index = (
+            made.array, False, None, None, 0)
+        self._backend, self._version_counter = made._backend, made._version_counter
 
     @classmethod
     def from_array(cls, array, backend=None):
         """A constant tensor around `array`, an array of `backend` (by default the backend that
         owns it): no copy, no dtype rule, no checks. This is how ops, kernels and backward
-        formulas hand arrays back as tensors; users make tensors with `mg.tensor`."""
+        formulas hand arrays back as tensors; from other data, `from_data` and `as_tensor`."""
         if backend is None:
             backend = backend_of(array)
         t = object.__new__(cls)
         t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
-            array, False, None, None, 0, backend, VersionCounter())
+            array, False, None, None, 0, backend, VersionCounter(grad_mode._state.inference))
         return t
 
     @classmethod
@@ -155,6 +206,10 @@ class Tensor(TensorMethods):
         if value is not None:
             inplace.check_grad_assignment(self, value)
         self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
 
     def size(self, dim=None):
         if dim is None:
@@ -255,8 +310,15 @@ class Tensor(TensorMethods):
                                "use .detach() to get a tensor cut from the graph")
         if requires_grad:
             _check_can_require_grad(self.dtype, "requires_grad_")
+            if self.is_inference() and not grad_mode.is_inference_mode_enabled():
+                raise RuntimeError("requires_grad_: setting requires_grad=True on an inference "
+                                   "tensor outside inference_mode is not allowed; clone it")
         self.requires_grad = bool(requires_grad)
         return self
+
+    def is_inference(self):
+        """Whether this tensor was made in inference mode (minigrad/grad_mode.py)."""
+        return self._version_counter.inference
 
     # ------------------------------------------------------------------ in place (inplace.py)
     def add_(self, other, alpha=1): return inplace.arithmetic(self, "add_", other, alpha)
@@ -290,14 +352,14 @@ class Tensor(TensorMethods):
         """A new tensor: 1 with probability given by this tensor (or by the number p), else 0."""
         p = self.numpy(force=True) if p is None else p
         draws = random.bernoulli_draws("bernoulli", p, self.shape, generator)
-        return Tensor(draws, dtype=self.dtype, device=self.device)
+        return as_tensor(draws, self.dtype, self.device)
 
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         """int64 indices drawn by the non-negative weights in each row of this 1-d or 2-d
         tensor, with or without replacement (see random.multinomial_indices)."""
         picks = random.multinomial_indices("multinomial", self.numpy(force=True), num_samples,
                                            replacement, generator)
-        return Tensor(picks, device=self.device)
+        return as_tensor(picks, device=self.device)
     def __iadd__(self, other): return self.add_(other)
     def __isub__(self, other): return self.sub_(other)
     def __imul__(self, other): return self.mul_(other)
@@ -318,7 +380,7 @@ class Tensor(TensorMethods):
                 raise TypeError("backward: got gradient= and grad=; they are the same argument, "
                                 "give one")
             gradient = grad
-        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        autograd.backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
 
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other): return ops.add(self, other)

@@ -13,13 +13,15 @@ of a gradient silently computed from the wrong numbers.
 class VersionCounter:
     """How many times the memory of a tensor (and of the tensors sharing it) was changed in
     place. `has_views` marks memory that some op's output views: minigrad cannot move the
-    history of such a tensor to an in-place op (see minigrad/inplace.py)."""
+    history of such a tensor to an in-place op (see minigrad/inplace.py); `inference` marks the
+    memory of inference tensors."""
 
-    __slots__ = ("value", "has_views")
+    __slots__ = ("value", "has_views", "inference")
 
-    def __init__(self):
+    def __init__(self, inference=False):
         self.value = 0
         self.has_views = False
+        self.inference = inference
 
 
 def bump_version(tensor):
@@ -49,32 +51,33 @@ def output_counter(array, inputs):
 
 
 def remember(sources, inputs, output_counters):
-    """(counter, value then, what it is, shape) for each saved input or output of a node, and
-    for saved views of an input; `sources` are the node's (kind, where, index) triples."""
+    """(counter, value then, what it is, shape) for each saved input or output of a node and
+    each saved view of an input, None for other saved arrays (constants); `sources` are the
+    node's (kind, where, index) triples."""
     saved = []
     for kind, where, index in sources:
-        if kind == "input":
+        counter, what, shape = None, None, None
+        if kind == "input" and inputs[where] is not None:   # None: an absent optional input
             tensor = inputs[where]
-            if tensor is not None:   # a saved None stands for an absent optional input
-                saved.append((tensor._version_counter, tensor._version_counter.value,
-                              f"input {where}", tensor.shape))
+            counter, what, shape = tensor._version_counter, f"input {where}", tensor.shape
         elif kind == "output":
-            counter = output_counters[index]
-            saved.append((counter, counter.value, f"output {index}", where.shape))
-        elif viewed_input(where, inputs) is not None:
+            counter, what, shape = output_counters[index], f"output {index}", where.shape
+        elif kind == "constant" and viewed_input(where, inputs) is not None:
             i = viewed_input(where, inputs)
-            counter = inputs[i]._version_counter
-            saved.append((counter, counter.value, f"a view of input {i}", where.shape))
+            counter, what, shape = inputs[i]._version_counter, f"a view of input {i}", where.shape
+        saved.append(None if counter is None else (counter, counter.value, what, shape))
     return tuple(saved)
 
 
-def check_unchanged(node, saved):
-    """Raise if a tensor `node` saved for backward was changed in place after forward."""
-    for counter, version, what, shape in saved:
-        if counter.value != version:
-            raise RuntimeError(
-                f"one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: {what} of {node.name} (node {node.seq}), a tensor of shape "
-                f"{tuple(shape)}, is at version {counter.value}; expected version {version}, "
-                f"the version {node.name} saved in forward. Make the in-place change after the "
-                "backward, or on a copy (mg.ops.clone(x)), or compute the value again after it")
+def changed_error(node, saved):
+    """The error for reading a value `node` saved for backward that was changed in place after
+    forward; `saved` is its entry from `remember`, or None if it is unchanged."""
+    if saved is None or saved[0].value == saved[1]:
+        return None
+    counter, version, what, shape = saved
+    return RuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: {what} of {node.name} (node {node.seq}), a tensor of shape "
+        f"{tuple(shape)}, is at version {counter.value}; expected version {version}, the "
+        f"version {node.name} saved in forward. Make the in-place change after the backward, "
+        "or on a copy (mg.ops.clone(x)), or compute the value again after it")

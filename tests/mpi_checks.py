@@ -229,7 +229,7 @@ def convert_sync_batchnorm_keeps_the_state():
                           nn.Sequential(nn.Flatten(), nn.BatchNorm1d(8, center=False)))
     model.train()
     model(mg.randn(3, 1, 4, 4))
-    before = {k: v.copy() for k, v in model.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     weight = model[1].weight
     converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     kinds = [type(m).__name__ for m in converted.modules()]

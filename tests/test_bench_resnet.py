@@ -21,7 +21,7 @@ def test_resnet20_has_twenty_weighted_layers_and_matches_its_pytorch_twin():
     convs_3x3 = [k for k, v in state.items() if k.endswith("weight") and v.ndim == 4
                  and v.shape[2:] == (3, 3)]
     assert len(convs_3x3) + 1 == 20   # 19 3x3 convs and the linear layer (He et al., n=3)
-    assert sum(v.size for k, v in state.items() if "running" not in k
+    assert sum(v.numel() for k, v in state.items() if "running" not in k
                and "num_batches" not in k) == 272_474   # 0.27M parameters (option B)
     twin = bench_resnet.torch_twin(torch, model)
     x = bench_resnet.random_batches(1, 4)[0][0]

@@ -19,6 +19,11 @@ pytest.importorskip("google.protobuf", reason="the Caffe file readers need proto
 
 
 # ------------------------------------------------------------------ a hand-written wire encoder
+def snapshot(model):
+    """NumPy copies of the state dict (whose tensors share the model's memory)."""
+    return {key: value.numpy().copy() for key, value in model.state_dict().items()}
+
+
 def varint(n):
     out = bytearray()
     while True:
@@ -480,7 +485,7 @@ def test_save_caffe_loads_back_bit_identically(tmp_path, layout):
                                                                  else [5] * 3)
     target = randomized(lenet_bn(nn, bias=True), 2)
     caffe.load_caffe(target, path)
-    before, after = source.state_dict(), target.state_dict()
+    before, after = snapshot(source), snapshot(target)
     for key, value in before.items():
         if key.endswith("num_batches_tracked"):
             assert after[key] == 0                        # Caffe keeps no batch counter
@@ -502,7 +507,7 @@ def test_loading_is_all_or_nothing_and_lists_every_problem(tmp_path):
     norms["bn2"] = (mean, var[:5], gamma, beta)                  # a variance with 5 of 6 values
     path = write(tmp_path, "broken.caffemodel", lenet_caffemodel(weights, norms, "bvlc"))
     model = randomized(lenet_bn(nn), 3)
-    before = model.state_dict()
+    before = snapshot(model)
     with pytest.raises(StateDictError) as error:
         caffe.load_caffe(model, path)
     message = str(error.value)
@@ -511,7 +516,7 @@ def test_loading_is_all_or_nothing_and_lists_every_problem(tmp_path):
            "shape (10, 16)" in message
     assert "BatchNorm 'bn2' + Scale 'bn2_scale': blob 1 (BVLC variance) has 5 values, but the " \
            "layer has 6 channels" in message
-    for key, value in model.state_dict().items():
+    for key, value in snapshot(model).items():
         assert value.tobytes() == before[key].tobytes(), key          # nothing changed
 
 
@@ -541,10 +546,10 @@ def test_mismatched_models_and_mappings(tmp_path):
 
     # a mapping fills only what it names; the rest of the model stays as it was
     model = randomized(lenet_bn(nn), 4)
-    before = model.state_dict()
+    before = snapshot(model)
     assert caffe.load_caffe(model, path, mapping={"4": "conv2", "5": "bn2"}) == {
         "4": "conv2", "5": "bn2"}
-    after = model.state_dict()
+    after = snapshot(model)
     np.testing.assert_array_equal(after["4.weight"], weights["conv2"])
     np.testing.assert_array_equal(after["5.running_var"], norms["bn2"][1])
     assert after["0.weight"].tobytes() == before["0.weight"].tobytes()
@@ -616,6 +621,6 @@ def test_a_model_that_is_one_layer_round_trips(tmp_path):
         source, target = randomized(make(), 5), randomized(make(), 6)
         caffe.save_caffe(source, tmp_path / "one.caffemodel", layout="nvcaffe")
         assert caffe.load_caffe(target, tmp_path / "one.caffemodel") == {"": ""}
-        for key, value in source.state_dict().items():
+        for key, value in snapshot(source).items():
             if not key.endswith("num_batches_tracked"):
-                assert target.state_dict()[key].tobytes() == value.tobytes(), key
+                assert snapshot(target)[key].tobytes() == value.tobytes(), key

@@ -44,7 +44,7 @@ def _input(dtype="float32"):
 @pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 2e-5)])
 def test_fused_model_gives_the_unfused_outputs(dtype, tol):
     model = _trained(_net(dtype=dtype), dtype)
-    before = {k: v.copy() for k, v in model.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     fused = mg.nn.utils.fuse_conv_bn(model)
     kinds = [type(m).__name__ for m in fused]
     assert kinds == ["Conv2d", "Identity", "ReLU", "Conv2d", "Identity", "Conv2d"]

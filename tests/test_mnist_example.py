@@ -94,7 +94,7 @@ def test_train_mode_evaluation_leaves_running_statistics_alone(mnist):
     model, _ = short_run(mg.data.TensorDataset(*(a[:256] for a in train_set.arrays())), "fused",
                          epochs=1)
     model.eval()
-    before = {k: v.copy() for k, v in model.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     loader = mg.data.DataLoader(held_out, 64)
     train_mode = example.accuracy(model, loader, "train")
     after = model.state_dict()
@@ -181,7 +181,7 @@ def test_the_same_builder_makes_the_pytorch_network():
     state = model.state_dict()
     assert {k: v.shape for k, v in state.items()} == \
         {k: tuple(v.shape) for k, v in twin.state_dict().items()}
-    twin.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+    twin.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in state.items()})
     x = np.random.default_rng(0).standard_normal((3, 1, 28, 28)).astype(np.float32)
     with torch.no_grad():
         expected = twin(torch.from_numpy(x)).numpy()

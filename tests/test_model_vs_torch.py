@@ -35,7 +35,7 @@ def _batch():
 def _twins():
     """The two models with minigrad's initial weights (minigrad -> PyTorch state transfer)."""
     ours, theirs = _minigrad_cnn(), _torch_cnn()
-    theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in ours.state_dict().items()})
     return ours, theirs
 
 

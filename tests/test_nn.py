@@ -140,15 +140,15 @@ def test_state_dict_matches_pytorch_keys_shapes_and_loads_from_it():
         np.testing.assert_array_equal(v, theirs[k])
 
 
-def test_state_dict_holds_copies_and_buffer_dtypes():
+def test_state_dict_shares_memory_detached_and_keeps_buffer_dtypes():
     block = Block()
     state = block.state_dict()
     assert list(state) == ["weight", "running_mean", "num_batches_tracked"]  # not "scratch"
     assert state["num_batches_tracked"].dtype == np.int64
     assert state["num_batches_tracked"].shape == ()
-    assert all(type(v) is np.ndarray for v in state.values())
-    state["weight"][...] = 42
-    assert np.all(block.weight.detach().numpy() == 1)
+    assert all(type(v) is mg.Tensor and not v.requires_grad for v in state.values())
+    state["weight"][...] = 42                      # as in PyTorch: the model's own memory
+    assert np.all(block.weight.detach().numpy() == 42)
 
 
 def test_load_state_dict_accepts_tensors_and_casts_float_widths_in_place():

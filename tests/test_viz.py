@@ -83,7 +83,9 @@ def test_freed_nodes_are_drawn_dashed():
     *_, loss = small_graph()
     loss.backward()
     dot = mg.viz.to_dot(loss)
-    assert dot.count("(freed by backward)") == 5 and dot.count("rounded,dashed") == 5
+    # matmul, relu and both muls saved values; mean saved none, so a second walk through it
+    # stays possible (as in PyTorch) and it is not freed
+    assert dot.count("(freed by backward)") == 4 and dot.count("rounded,dashed") == 4
 
 
 def test_deep_graph_needs_no_recursion():

@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 
 
 def default_collate(samples, device=None):
@@ -38,7 +38,7 @@ def default_collate(samples, device=None):
         fields = [default_collate(list(field), device) for field in zip(*samples, strict=True)]
         return type(first)(fields) if isinstance(first, (tuple, list)) else fields
     array = _stack(samples)
-    return Tensor(array, dtype=array.dtype, device=device)
+    return as_tensor(array, device=device)
 
 
 def _stack(values):

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 
 from .. import random
-from ..tensor import Tensor
+from ..tensor import as_tensor
 from . import worker
 from .collate import default_collate
 
@@ -231,7 +231,7 @@ class _Fetch:
 
     def __call__(self, indices, device=None):
         if self.arrays is not None:
-            return tuple(Tensor(a, dtype=a.dtype, device=device)
+            return tuple(as_tensor(a, device=device)
                          for a in (np.take(a, indices, axis=0) for a in self.arrays))
         samples = [self.dataset[int(i)] for i in indices]
         return (self.collate_fn(samples) if self.collate_fn is not None

@@ -26,7 +26,7 @@ import time
 import traceback
 
 from .. import random
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 
 _POLL_SECONDS = 0.2   # how often a waiting side checks that the other is still there
 _JOIN_SECONDS = 5.0   # how long a worker gets to finish its batch before it is terminated
@@ -89,7 +89,7 @@ def to_arrays(batch):
 def to_tensors(batch, device):
     """The inverse of `to_arrays`, with the Tensors on `device`."""
     if isinstance(batch, _Array):
-        return Tensor(batch.array, dtype=batch.array.dtype, device=device)
+        return as_tensor(batch.array, device=device)
     if isinstance(batch, dict):
         return {key: to_tensors(value, device) for key, value in batch.items()}
     if isinstance(batch, (list, tuple)):

@@ -1,6 +1,6 @@
 """Collectives on tensors, in place and unrecorded, with PyTorch's names and arguments (for
 gradients through a collective, see `minigrad.distributed.nn`)."""
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from . import group
 
 
@@ -29,7 +29,7 @@ def all_gather(tensor_list, tensor):
     `tensor`, in rank order."""
     gathered = group.allgather_array(_checked(tensor, "all_gather").array)
     if not tensor_list:
-        tensor_list.extend(Tensor(a) for a in gathered)   # each a view of one fresh array
+        tensor_list.extend(as_tensor(a) for a in gathered)   # each a view of one fresh array
         return tensor_list
     if len(tensor_list) != len(gathered):
         raise ValueError(f"distributed.all_gather: tensor_list has {len(tensor_list)} tensors "

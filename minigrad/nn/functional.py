@@ -20,7 +20,7 @@ from ..ops import (  # noqa: F401
     tanh,
 )
 from ..random import device_generator
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ..version import bump_version
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (  # noqa: F401
@@ -71,7 +71,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be a 2-D table (num_embeddings, dim), got "
                          f"shape {weight.shape}")
-    indices = input if isinstance(input, Tensor) else Tensor(input, device=weight.device)
+    indices = input if isinstance(input, Tensor) else as_tensor(input, device=weight.device)
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype} "
                         f"(shape {indices.shape})")

@@ -11,6 +11,7 @@ and torch.fx.experimental.optimization.fuse).
 """
 import copy
 
+from ..tensor import as_tensor
 from .batchnorm import BatchNorm2d
 from .container import Sequential
 from .conv import Conv2d
@@ -45,8 +46,8 @@ def fuse_conv_bn_eval(conv, bn):
     fused = copy.deepcopy(conv)
     # weight and bias assigned in place (a conv without bias holds a plain `bias = None`,
     # which the assignment replaces); either way the bias comes after the weight
-    fused.weight = Parameter((weight * scale[:, None, None, None]).astype(weight.dtype))
-    fused.bias = Parameter(shift.astype(weight.dtype))
+    fused.weight = Parameter(as_tensor((weight * scale[:, None, None, None]).astype(weight.dtype)))
+    fused.bias = Parameter(as_tensor(shift.astype(weight.dtype)))
     return fused
 
 

@@ -11,7 +11,7 @@ minigrad raises: a (N,) target against a (N, 1) input silently averages N*N diff
 """
 from .. import ops
 from ..ops.loss import binary_cross_entropy, cross_entropy, nll_loss  # noqa: F401  (F's)
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -21,7 +21,7 @@ def _pair(op, input, target, reduction):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     if not isinstance(target, Tensor):
-        target = Tensor(target, dtype=input.dtype, device=input.device)
+        target = as_tensor(target, input.dtype, input.device)
     if target.shape != input.shape:
         raise ValueError(f"{op}: target of shape {target.shape} does not match input of shape "
                          f"{input.shape} (minigrad does not broadcast losses; reshape one)")

@@ -22,11 +22,18 @@ from ..version import bump_version
 class Parameter(Tensor):
     """A leaf tensor that a module learns: `requires_grad` is True unless asked otherwise.
 
-    `Parameter(t)` shares `t`'s array (no copy), as in PyTorch.
+    As in PyTorch, `Parameter(t)` shares `t`'s memory (no copy; detached from t's graph), and
+    `Parameter()` is an empty float tensor. The custom-layer idiom
+    `Parameter(mg.Tensor(out, in))`, filled by an init afterwards, works as it does there.
     """
 
-    def __init__(self, data, requires_grad=True):
-        super().__init__(data, requires_grad=requires_grad)
+    def __init__(self, data=None, requires_grad=True):
+        data = Tensor() if data is None else data
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__} (make "
+                            "one with mg.tensor or mg.from_numpy first)")
+        super().__init__(data)   # Tensor(t): t's memory, detached
+        self.requires_grad_(requires_grad)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -331,10 +338,13 @@ class Module:
             if child is not None:
                 yield from child._state_tensors(prefix + name + ".")
 
-    def state_dict(self):
-        """An OrderedDict of PyTorch-style keys to NumPy copies of parameters and persistent
-        buffers, whatever the device (a GPU model's state loads on the CPU and back)."""
-        return OrderedDict((key, _numpy_copy(tensor)) for key, tensor in self._state_tensors())
+    def state_dict(self, keep_vars=False):
+        """An OrderedDict of PyTorch-style keys to the parameters and persistent buffers, as in
+        PyTorch: detached tensors sharing the module's memory (`sd["bias"].fill_(0)` changes
+        the model, and `sd` shows later in-place changes such as optimizer steps); the tensors
+        themselves with `keep_vars`. Copy it (`copy.deepcopy(sd)`) to keep a snapshot."""
+        return OrderedDict((key, tensor if keep_vars else tensor.detach())
+                           for key, tensor in self._state_tensors())
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy `state_dict` (a mapping; values: NumPy arrays, Tensors, or anything with
@@ -430,12 +440,6 @@ def _move(tensor, backend, dtype):
             tensor.array = tensor.array.astype(dtype)
             if tensor.grad is not None:
                 tensor.grad = tensor.grad.to(dtype=dtype)
-
-
-def _numpy_copy(tensor):
-    """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it)."""
-    array = tensor.numpy(force=True)
-    return array.copy() if tensor.device == "cpu" else array
 
 
 def _checked_array(key, value, target):

@@ -19,7 +19,7 @@ import numpy
 
 from .. import hooks
 from ..distributed import group
-from ..tensor import Tensor
+from ..tensor import from_data
 from .module import Module
 
 
@@ -110,7 +110,7 @@ class DistributedDataParallel(Module):
             group.allreduce_array(flat, "mean")
             for param, values in bucket.unpacked():
                 if param.grad is None:
-                    param.grad = Tensor(values, copy=True)
+                    param.grad = from_data(values, copy=True)
                 else:
                     param.grad.array[...] = values
 

@@ -1,7 +1,7 @@
 """Utilities for models: population statistics for batch norm, conv + batch norm folding,
 gradient clipping, parameters as one flat vector."""
 from .. import autograd, ops
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ..version import bump_version
 from .batchnorm import _BatchNorm
 from .fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
@@ -44,7 +44,7 @@ def recompute_batchnorm_stats(model, batches):
             for batch in batches:
                 inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
                 if not isinstance(inputs, Tensor):
-                    inputs = Tensor(inputs, device=device)
+                    inputs = as_tensor(inputs, device=device)
                 model(inputs)
     finally:
         for layer in layers:
@@ -74,7 +74,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """
     grads = _grads(parameters)
     if not grads:
-        return Tensor(0.0)
+        return as_tensor(0.0)
     xp, dtype = grads[0].backend.xp, grads[0].dtype
     order = float(norm_type)
     norms = xp.stack([xp.linalg.norm(g.array.reshape(-1), ord=order) for g in grads])

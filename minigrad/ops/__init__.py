@@ -97,6 +97,7 @@ from .math import (
                          Round,
                          Sign,
                          Sin,
+                         VectorNorm,
                          VectorNorm2,
                          ceil,
                          cos,

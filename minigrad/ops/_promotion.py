@@ -16,7 +16,7 @@ they would, ops cast to the promoted dtype before they compute.
 import numpy
 
 from ..dtypes import default_complex_dtype, get_default_dtype
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 _NUMBERS = (bool, int, float, complex)
@@ -90,11 +90,11 @@ def lift(op, value, like):
     if value is None or isinstance(value, Tensor):
         return value
     if like is None:
-        return Tensor(value)
+        return as_tensor(value)
     if isinstance(value, _NUMBERS):
         return _constant(value, result_type(like, value), like)
     try:
-        return Tensor(value, dtype=getattr(value, "dtype", None), device=like.device)
+        return as_tensor(value, getattr(value, "dtype", None), like.device)
     except (TypeError, ValueError) as error:
         raise TypeError(f"{op}: cannot use an input of type {type(value).__name__} "
                         f"({error}); expected a Tensor, a number or an array") from None

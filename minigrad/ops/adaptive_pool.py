@@ -11,7 +11,7 @@ by repeating their last index (a repeat comes after the original, so never wins 
 """
 import numpy
 
-from ..tensor import Tensor
+from ..tensor import as_tensor
 from .base import Op
 from .indexing import IndexAdd
 from .linalg import matmul
@@ -48,7 +48,7 @@ def adaptive_avg_pool2d(x, output_size):
     ho, wo = adaptive_output_size("adaptive_avg_pool2d", x.shape, output_size)
     if x.dtype.kind != "f":
         raise TypeError(f"adaptive_avg_pool2d: needs a floating-point input, got {x.dtype}")
-    rows, cols = (Tensor(_averaging_matrix(n, out, x.dtype), device=x.device)
+    rows, cols = (as_tensor(_averaging_matrix(n, out, x.dtype), device=x.device)
                   for n, out in ((x.shape[2], ho), (x.shape[3], wo)))
     return matmul(matmul(rows, x), cols.T)
 

@@ -17,7 +17,7 @@ When the gradient itself must be differentiable (create_graph=True), and in the 
 backward differentiates the composed formula instead, so higher derivatives come out right.
 """
 from .. import autograd
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from .base import Op
 from .normalize import check_values_per_statistic, normalize
 
@@ -37,7 +37,7 @@ def _channel_view_shape(shape, axis):
 def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
     """Batch norm as normalize, then multiply by gamma, then add beta (each step skipped when its
     parameter is None). Returns (y, batch_mean, batch_var) with (C,) statistics."""
-    x = x if isinstance(x, Tensor) else Tensor(x)
+    x = as_tensor(x)
     axis = _channel_axis("composed_batch_norm", x.shape, axis)
     axes = tuple(i for i in range(x.ndim) if i != axis)
     view = _channel_view_shape(x.shape, axis)
@@ -72,7 +72,7 @@ def check_parameter_dtypes(op, x, **vectors):
 def _viewed(name, vector, view, like):
     """A (C,) parameter or statistic as a tensor shaped `view`, e.g. (1, C, 1, 1)."""
     if not isinstance(vector, Tensor):
-        vector = Tensor(vector, device=like.device)
+        vector = as_tensor(vector, device=like.device)
     channels = max(view)   # the view is all ones but the channel axis
     if vector.shape != (channels,):
         raise ValueError(f"composed_batch_norm: {name} has shape {vector.shape}, but the input "

@@ -83,6 +83,8 @@ class GetItem(Op):
     @staticmethod
     def forward(ctx, x, index, gathers):
         ctx.in_shape, ctx.index, ctx.gathers = x.shape, index, gathers
+        if not gathers and not any(part is Ellipsis for part in index):
+            index = (*index, Ellipsis)   # so x[0] of a vector is a 0-d view, as in PyTorch
         try:
             return x[index]
         except IndexError as error:

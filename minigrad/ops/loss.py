@@ -14,7 +14,7 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ._shapes import dim_keywords, normalize_axis
 from .base import Op
 
@@ -117,7 +117,7 @@ def _as_tensor(op, name, value, like):
     if isinstance(value, Tensor):
         return value
     try:
-        return Tensor(value, device=like.device)
+        return as_tensor(value, device=like.device)
     except (TypeError, ValueError) as error:
         raise TypeError(f"{op}: {name} must be a tensor, an array or a list, got "
                         f"{type(value).__name__} ({error})") from None

@@ -203,6 +203,29 @@ class VectorNorm2(Op):
         return where(zero, 0.0, g * x / where(zero, 1.0, norm))
 
 
+class VectorNorm(Op):
+    """(sum |x|^p)^(1/p) over `axes`, for a number p > 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
+    and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient)."""
+
+    @staticmethod
+    def forward(ctx, x, p, axes, keepdims):
+        require_floating("norm", x)
+        ctx.p, ctx.kept = p, kept_shape(x.shape, axes)
+        xp = ctx.xp
+        out = xp.asarray((xp.abs(x) ** p).sum(axis=axes, keepdims=keepdims) ** (1.0 / p))
+        ctx.save(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, norm = ctx.saved
+        g, norm = g.reshape(ctx.kept), norm.reshape(ctx.kept)
+        zero = (x == 0).array
+        # where x is 0 the formula is fed |x| = 1 and a norm of 1, so no inf or NaN appears there
+        ratio = where(zero, 1.0, x.abs()) / where((norm == 0).array, 1.0, norm)
+        return where(zero, 0.0, g * sign(x) * ratio ** (ctx.p - 1))
+
+
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm of x over `dim` (all axes by default): "fro" or 2, 1, inf, -inf, or any
     number p > 0 as (sum |x|^p)^(1/p)."""
@@ -213,6 +236,8 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return max_(x.abs(), axes, keepdim)
     if p == float("-inf"):
         return -max_(-x.abs(), axes, keepdim)
+    if p == 1:
+        return sum_(x.abs(), axes, keepdim)
     if isinstance(p, (int, float)) and p > 0:
-        return sum_(x.abs() ** p, axes, keepdim) ** (1.0 / p)
+        return VectorNorm.apply(x, p=p, axes=axes, keepdims=keepdim)
     raise ValueError(f"norm: p must be 'fro', inf, -inf or a number > 0, got {p!r}")

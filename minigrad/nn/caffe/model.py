@@ -252,7 +252,7 @@ def caffe_layers(model, layout="bvlc"):
     layers = OrderedDict()
     for name, module in model.named_modules():
         kind = _caffe_type(module)
-        state = module.state_dict() if kind is not None else None
+        state = _numpy_state(module) if kind is not None else None
         if kind == "BatchNorm" and layout == "bvlc":
             batch_norm, scale = blobs.to_bvlc(state)
             layers[name] = CaffeLayer("BatchNorm", batch_norm, [], [])
@@ -267,6 +267,11 @@ def caffe_layers(model, layout="bvlc"):
             raise ValueError(f"save_caffe: {_named(name, module)} has state but no Caffe "
                              "counterpart (Conv2d, Linear and BatchNorm layers have one)")
     return layers
+
+
+def _numpy_state(module):
+    """`module.state_dict()` as NumPy copies (its tensors share the module's memory)."""
+    return {key: value.numpy().copy() for key, value in module.state_dict().items()}
 
 
 def save_caffe(model, path, layout="bvlc"):

@@ -1,0 +1,137 @@
+"""The makemore MLP training step and a tiny backward: minigrad against PyTorch (CPU), in one
+process, at a fixed thread count.
+
+    python benchmarks/bench_makemore.py --threads 1       # 300 timed steps each, chunks of 20
+    python benchmarks/bench_makemore.py --threads 2 --steps 1000
+
+The step is Karpathy's makemore MLP (part 3/4 notebooks), written once in torch form and run by
+both frameworks from the same weights on the same batches: an embedding table C (27 x 10) read
+at a 3-character context, flattened to 30, a Linear 30 -> 200 without bias, batch norm written
+by hand (bngain * (h - mean) / sqrt(var + eps) + bnbias, mean and var over the batch), tanh,
+a Linear 200 -> 27, cross_entropy over a batch of 32, `p.grad = None` for every parameter,
+backward, and the SGD update `p.data += -lr * p.grad`. The tiny backward is
+`(a * b).sum().backward()` on two (32, 200) tensors: nearly all engine overhead, little
+arithmetic. After a warm-up the frameworks alternate in chunks (bench_lenet.interleaved), so a
+change in machine load hits both; the report gives each one's median and fastest time and the
+minigrad / PyTorch ratio of the medians, with the spread of the per-chunk ratios.
+"""
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from bench_lenet import interleaved, timed  # noqa: E402
+
+import minigrad as mg  # noqa: E402
+
+VOCAB, CONTEXT, EMBED, HIDDEN, BATCH = 27, 3, 10, 200, 32
+
+
+def initial_weights(seed=0):
+    """makemore's initialisation (kaiming-scaled W1, small W2 and b2), as float32 arrays."""
+    rng = np.random.default_rng(seed)
+    fan_in = CONTEXT * EMBED
+    return {"C": rng.standard_normal((VOCAB, EMBED)),
+            "W1": rng.standard_normal((fan_in, HIDDEN)) * (5 / 3) / fan_in ** 0.5,
+            "W2": rng.standard_normal((HIDDEN, VOCAB)) * 0.1,
+            "b2": rng.standard_normal(VOCAB) * 0.1,
+            "bngain": np.ones((1, HIDDEN)) + rng.standard_normal((1, HIDDEN)) * 0.1,
+            "bnbias": rng.standard_normal((1, HIDDEN)) * 0.1}
+
+
+def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
+    """step(i): one makemore MLP training step of framework `lib` (minigrad or torch) on batch
+    i (cycling); returns the loss."""
+    params = {k: lib.tensor(v.astype(np.float32), requires_grad=True)
+              for k, v in initial_weights().items()}
+    data = [(lib.tensor(x), lib.tensor(y)) for x, y in batches]
+    C, W1, W2, b2, bngain, bnbias = (params[k] for k in ("C", "W1", "W2", "b2", "bngain",
+                                                           "bnbias"))
+
+    def step(i):
+        Xb, Yb = data[i % len(data)]
+        emb = C[Xb]                                   # (32, 3, 10)
+        embcat = emb.view(emb.shape[0], -1)           # (32, 30)
+        hprebn = embcat @ W1                          # (32, 200), no bias: batch norm follows
+        bnmean = hprebn.mean(0, keepdim=True)
+        bnvar = hprebn.var(0, keepdim=True)
+        hpreact = bngain * (hprebn - bnmean) / (bnvar + 1e-5) ** 0.5 + bnbias
+        h = hpreact.tanh()
+        logits = h @ W2 + b2
+        loss = cross_entropy(logits, Yb)
+        for p in params.values():
+            p.grad = None
+        loss.backward()
+        for p in params.values():
+            p.data += -lr * p.grad
+        return loss.item()
+
+    return step
+
+
+def tiny_stepper(lib):
+    """step(i): (a * b).sum().backward() on two (32, 200) float32 leaves."""
+    rng = np.random.default_rng(1)
+    a, b = (lib.tensor(rng.standard_normal((BATCH, HIDDEN), dtype=np.float32),
+                       requires_grad=True) for _ in range(2))
+
+    def step(i):
+        a.grad = b.grad = None
+        (a * b).sum().backward()
+
+    return step
+
+
+def report(title, walls, chunk_ratios):
+    print(title)
+    for name, times in walls.items():
+        print(f"  {name:9s} median {1e6 * statistics.median(times):8.1f} us  (min "
+              f"{1e6 * min(times):.1f}; {len(times)} steps)")
+    ratio = statistics.median(walls["minigrad"]) / statistics.median(walls["pytorch"])
+    print(f"  ratio minigrad/pytorch {ratio:.2f} (per chunk {min(chunk_ratios):.2f} .. "
+          f"{max(chunk_ratios):.2f})")
+    return ratio
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, choices=(1, 2), default=1,
+                        help="threads for PyTorch and minigrad's BLAS alike")
+    parser.add_argument("--steps", type=int, default=300, help="timed steps per framework")
+    parser.add_argument("--chunk", type=int, default=20, help="steps per alternating chunk")
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(args.threads)
+    settings = mg.tune_cpu(args.threads)
+    print(f"torch {torch.__version__}, numpy {np.__version__}; {os.cpu_count()} CPUs; "
+          f"{args.threads} thread(s) each; float32, batch {BATCH}")
+    print("minigrad settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, VOCAB, (BATCH, CONTEXT)), rng.integers(0, VOCAB, BATCH))
+               for _ in range(8)]
+    makemore = {"minigrad": makemore_stepper(mg, mg.nn.functional.cross_entropy, batches),
+                "pytorch": makemore_stepper(torch, torch.nn.functional.cross_entropy, batches)}
+    first = {name: step(0) for name, step in makemore.items()}   # same weights, same loss
+    if abs(first["minigrad"] - first["pytorch"]) > 1e-4 * abs(first["pytorch"]):
+        raise SystemExit(f"the two steps disagree: first losses {first}")
+    tiny = {"minigrad": tiny_stepper(mg), "pytorch": tiny_stepper(torch)}
+    ratios = {}
+    for title, steppers in (("makemore MLP step", makemore), ("tiny backward", tiny)):
+        for step in steppers.values():
+            timed(step, 1, args.warmup)
+        walls, _, chunk_ratios = interleaved(steppers, args.steps, args.chunk)
+        ratios[title] = report(title, walls, chunk_ratios)
+    return ratios
+
+
+if __name__ == "__main__":
+    main()
