@@ -92,6 +92,45 @@ def test_a_killed_rank_ends_the_job_with_an_error():
     assert done.returncode != 0 and "unnoticed" not in done.stdout, done.stdout + done.stderr
 
 
+# what each fault of rank 1 at step 3 must end the job with (the timeout is 60 s: not reached)
+FAULTS = {
+    "swallow": ["rank 0 is at step 3, but the 2 ranks' steps (mod 8388608) add up to 7",
+                "rank 1 is at step 4", "skipped or repeated a step"],
+    "exit": ["rank 1 exited after 6 collectives, while rank 0 waits for it in all_reduce "
+             "(collective 7, step 3)"],
+    "short": ["rank 1 exited after 8 collectives, while rank 0 waits for it in all_reduce "
+              "(collective 9, step 5)"],
+    "delete": ["rank 1 deleted its DistributedDataParallel after 6 collectives, while rank 0 "
+               "waits for it in all_reduce (collective 7, step 3) (uneven inputs: train inside "
+               "`with ddp.join():`)"],
+    "dtype": ["DistributedDataParallel: 'weight' is now float64 of shape (2, 4) on rank 1, but "
+              "was float32 of shape (2, 4) when the model was wrapped"],
+}
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode", sorted(FAULTS))
+def test_a_faulty_rank_ends_the_job_with_a_message_naming_it(mode):
+    done = mpiexec(2, "mpi_faults.py", mode)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "unnoticed" not in output, output
+    for expected in FAULTS[mode]:
+        assert expected in output, output
+    assert "Aborting the job" in output or "aborts the job" in output, output
+
+
+@needs_mpi
+def test_a_rank_that_does_not_arrive_is_named_after_the_timeout():
+    """Rank 1 computes for ten minutes at step 3; with a 5 s timeout ranks 0 and 2 abort the
+    job well within the launch's two minutes, naming the collective, the step and the ranks."""
+    done = mpiexec(3, "mpi_faults.py", "stuck", "5")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "unnoticed" not in output, output
+    assert ("waited 5 s in all_reduce (collective 7, step 3); did not arrive: rank 1 (in no "
+            "collective: still computing, stuck, or out of data); arrived: ") in output, output
+    assert "arrived: 2" in output or "arrived: 0" in output, output
+
+
 # ------------------------------------------------------------------------------- world of one
 @pytest.fixture(scope="module")
 def dist():
