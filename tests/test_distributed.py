@@ -35,9 +35,11 @@ LAUNCH_TIMEOUT = 120   # seconds; a launch takes a few on an idle machine
 
 
 def mpiexec(ranks, script, *args):
-    """Run `script` on `ranks` processes (root and more ranks than cores allowed), bounded."""
+    """Run `script` on `ranks` processes (root and more ranks than cores allowed), bounded; a
+    collective that waits 30 s for a peer aborts the job (a hang fails fast, with a report)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    env["MINIGRAD_DIST_TIMEOUT"] = "30"
     command = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, str(HERE / script), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env,
