@@ -6,6 +6,7 @@ Under mpiexec (tests/mpi_checks.py, one launch per world size, every check insid
 tests/mpi_faults.py): the multi-process results. Everything here skips, with the reason, only
 where mpi4py or mpiexec is missing (`pip install 'minigrad[distributed]'`).
 """
+import datetime
 import itertools
 import json
 import os
@@ -182,6 +183,36 @@ def test_world_of_one(dist):
         dist.all_reduce(t, "prod")
     with pytest.raises(ValueError, match="src 1 is not a rank"):
         dist.broadcast(t, src=1)
+
+
+def test_init_takes_a_timeout_as_pytorch_does(dist, monkeypatch):
+    from minigrad.distributed import group
+
+    assert group.DEFAULT_TIMEOUT == datetime.timedelta(minutes=30)
+    for bad in (5, datetime.timedelta(0)):
+        with pytest.raises(ValueError, match="timeout must be a positive datetime.timedelta"):
+            dist.init_process_group(timeout=bad)
+    monkeypatch.setenv("MINIGRAD_DIST_TIMEOUT", "7.5")
+    dist.init_process_group()
+    assert group._state["timeout"] == 7.5
+    dist.init_process_group(timeout=datetime.timedelta(seconds=3))
+    assert group._state["timeout"] == 3
+    monkeypatch.delenv("MINIGRAD_DIST_TIMEOUT")
+    dist.init_process_group()
+    assert group._state["timeout"] == 1800
+
+
+def test_ddp_join_in_a_world_of_one_is_plain_training(dist):
+    model = mg.nn.Linear(3, 1, dtype="float64")
+    ddp = mg.nn.parallel.DistributedDataParallel(model)
+    x = mg.randn(4, 3, dtype="float64")
+    with ddp.join():
+        ddp(x).sum().backward()
+    expected = x.numpy().sum(axis=0)
+    np.testing.assert_allclose(model.weight.grad.numpy()[0], expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="SyncBatchNorm layers"):
+        with mg.nn.parallel.DistributedDataParallel(mg.nn.SyncBatchNorm(2)).join():
+            pass
 
 
 def test_differentiable_collectives_gradcheck(dist):
