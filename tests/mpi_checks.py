@@ -98,10 +98,49 @@ def shapes_that_disagree_are_an_error_naming_ranks_and_shapes():
         model_message = str(error)
     assert message is not None, "no error"
     for q in range(w):
-        assert f"rank {q}: shape ({2 + q},)" in message, message
+        assert f"rank {q}: all_reduce(op='sum') of a tensor of shape ({2 + q},)" in message, \
+            message
     assert "all_reduce" in message, message
     assert model_message and "'weight'" in model_message and "rank 1" in model_message, \
         model_message
+
+
+def error_of(call):
+    """The message of the ValueError that `call()` raises (None if it raises none)."""
+    try:
+        call()
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+@check
+def calls_that_disagree_in_src_dtype_or_after_a_data_swap_are_errors_naming_each_rank():
+    r, w = rank_and_size()
+    src = error_of(lambda: dist.broadcast(mg.zeros(3), src=r))
+    # the same bytes: 2 float64 on rank 0, 4 float32 elsewhere
+    dtype = error_of(lambda: dist.all_reduce(mg.zeros(2, dtype="float64") if r == 0
+                                             else mg.zeros(4)))
+    t = mg.zeros(4)
+    first = error_of(lambda: dist.all_reduce(t))
+    if r == w - 1:
+        t.data = mg.zeros(2, dtype="float64")   # the same tensor, other bytes
+    swapped = error_of(lambda: dist.all_reduce(t))
+    differentiable = error_of(lambda: dist.nn.all_reduce(t))
+    layer = nn.SyncBatchNorm(2)
+    mixed = error_of(lambda: layer(mg.randn(3, 2, dtype="float64" if r == 0 else "float32")))
+    assert src and "distributed.broadcast" in src, src
+    for q in range(w):
+        assert f"rank {q}: broadcast(src={q}) of a tensor of shape (3,) float32" in src, src
+    assert "rank 0: all_reduce(op='sum') of a tensor of shape (2,) float64" in dtype, dtype
+    assert "of a tensor of shape (4,) float32" in dtype, dtype
+    assert first is None, first
+    last = f"rank {w - 1}: all_reduce(op='sum') of a tensor of shape (2,) float64"
+    assert swapped and last in swapped, swapped
+    assert differentiable and "distributed.nn.all_reduce" in differentiable, differentiable
+    assert mixed and "sync_normalize: the ranks disagree (rank 0: statistics of shape " \
+        "(1, 2) for float64 input" in mixed, mixed
+    assert "for float32 input" in mixed, mixed
 
 
 # ---------------------------------------------------------------------------------- SyncBatchNorm
@@ -291,7 +330,7 @@ def ddp_sends_one_message_per_bucket():
         model.zero_grad()
         del ddp
     size = sum(p.numel() for p in parameters)
-    assert counts == [(1, size), (len(parameters), size)], counts
+    assert counts == [(1, size + 1), (len(parameters), size + 1)], counts   # + the step
 
 
 @check
@@ -325,6 +364,97 @@ def checkpoint_saved_by_rank_0_loads_on_every_rank():
     identical = same_on_every_rank(loaded)
     for a, b in zip(loaded, ddp.state_dict().values()):
         close(a, b, "loaded")
+    assert identical
+
+
+def join_run(batches, **settings):
+    """Rank r trains on `batches[r]` batches inside ddp.join(); returns (its state, the state
+    of one process that takes the same steps: at each step the gradient of the sum of the mean
+    losses of the ranks that still have a batch, divided as join divides it)."""
+    r, w = rank_and_size()
+    reference = small_net(nn.BatchNorm2d)
+    ddp = nn.parallel.DistributedDataParallel(small_net(nn.BatchNorm2d, seed=r))
+    optimizers = [mg.optim.SGD(m.parameters(), lr=0.1) for m in (reference, ddp)]
+    rng = np.random.default_rng(5)
+    data = [[(rng.normal(size=(3, 2, 4, 4)), rng.integers(0, 5, 3)) for _ in range(n)]
+            for n in batches]
+    with ddp.join(**settings):
+        for x, target in data[r]:
+            optimizers[1].zero_grad()
+            F.cross_entropy(ddp(mg.tensor(x)), mg.tensor(target)).backward()
+            optimizers[1].step()
+    for step in range(max(batches)):
+        active = [q for q in range(w) if step < batches[q]]
+        divisor = w if settings.get("divide_by_initial_world_size", True) else len(active)
+        optimizers[0].zero_grad()
+        sum(F.cross_entropy(reference(mg.tensor(data[q][step][0])), mg.tensor(data[q][step][1]))
+            for q in active).__truediv__(divisor).backward()
+        optimizers[0].step()
+    return list(ddp.module.parameters()), list(reference.parameters())
+
+
+@check
+def ddp_join_trains_on_uneven_inputs_as_one_process_would():
+    r, w = rank_and_size()
+    batches = [3 + q for q in range(w)]   # the last rank has the most
+    for divide in (True, False):
+        mine, expected = join_run(batches, divide_by_initial_world_size=divide)
+        identical = same_on_every_rank([p.detach().numpy() for p in mine])
+        for a, b in zip(mine, expected):
+            close(a.detach().numpy(), b.detach().numpy(), f"divide={divide}",
+                  rtol=1e-10, atol=1e-12)
+        assert identical, "parameters differ between ranks after join"
+
+
+@check
+def ddp_join_throws_on_every_rank_when_asked_and_refuses_syncbn():
+    r, w = rank_and_size()
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(3, 1, dtype="float64"))
+    raised = None
+    try:
+        with ddp.join(throw_on_early_termination=True):
+            for _ in range(2 + r):
+                ddp(mg.ones(2, 3, dtype="float64")).sum().backward()
+    except RuntimeError as error:
+        raised = str(error)
+    sync = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm(2))
+    refused = None
+    try:
+        with sync.join():
+            pass
+    except ValueError as error:
+        refused = str(error)
+    assert raised == "DistributedDataParallel.join: rank(s) 0 ran out of inputs " \
+        "(throw_on_early_termination=True)", raised
+    assert refused and "throw_on_early_termination=True" in refused, refused
+
+
+@check
+def ddp_with_syncbn_and_an_empty_local_batch_on_one_rank():
+    """Rank 1 has no samples: as in PyTorch its SyncBatchNorm contributes count 0, its
+    gradients are zeros, and every rank takes the step of one process on the others' samples
+    (loss: the sum over the global batch / its size, so no rank divides by zero)."""
+    r, w = rank_and_size()
+    sizes = [4] + [0] + [3] * (w - 2)
+
+    def net(seed):
+        mg.manual_seed(seed)
+        return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(),
+                             nn.Linear(3, 5)).to(dtype="float64")
+    reference = net(0)
+    ddp = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(net(r)))
+    rng = np.random.default_rng(2)
+    x, target = rng.normal(size=(sum(sizes), 4)), rng.integers(0, 5, sum(sizes))
+    part = local_slice(sizes)
+    for net, data, labels, scale in ((reference, x, target, 1.0),
+                                     (ddp, x[part], target[part], w)):
+        loss = F.cross_entropy(net(mg.tensor(data)), mg.tensor(labels), reduction="sum")
+        (loss * (scale / sum(sizes))).backward()
+    grads = [p.grad.numpy() for p in ddp.module.parameters()]
+    identical = same_on_every_rank(grads)
+    for a, b in zip(grads, reference.parameters()):
+        assert np.isfinite(a).all(), "a gradient is not finite"
+        close(a, b.grad.numpy(), "gradient", rtol=1e-10, atol=1e-12)
     assert identical
 
 

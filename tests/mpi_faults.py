@@ -1,20 +1,61 @@
-"""Faults, run by tests/test_distributed.py under `mpiexec -n 2`: `raise` makes rank 1 raise
-while rank 0 waits in a barrier (the job must abort with rank 1's message); `kill` kills rank 1
-while rank 0 waits in an all_reduce (the job must end with an error, not hang)."""
+"""Faults, run by tests/test_distributed.py under mpiexec, one mode per launch; each must end the
+job with a message saying what happened, never hang, never print "unnoticed".
+
+`raise` makes rank 1 raise while the others wait in a barrier; `kill` kills rank 1 while the
+others wait in an all_reduce. The other modes train a DistributedDataParallel model for 5 steps,
+and at step 3 rank 1: `swallow` swallows an exception between forward and backward and trains on;
+`exit` calls sys.exit(0); `delete` deletes its DistributedDataParallel and goes on with other
+work; `stuck` computes (sleeps) for ten minutes; `dtype` swaps a parameter's `.data` to float64.
+`short`: rank 1 has one batch fewer and exits after its loop. The second argument is the
+collective timeout in seconds (default 60: the fault must be noticed without it).
+"""
+import datetime
 import os
 import signal
 import sys
+import time
 
 import minigrad as mg
 import minigrad.distributed as dist
+from minigrad import nn
 
-dist.init_process_group()
-if dist.get_rank() == 1:
-    if sys.argv[1] == "raise":
+mode = sys.argv[1]
+dist.init_process_group(timeout=datetime.timedelta(seconds=60))
+dist.barrier()   # every rank has started (imports can take seconds on a busy machine)
+dist.init_process_group(timeout=datetime.timedelta(seconds=float(sys.argv[2:3] and sys.argv[2]
+                                                                 or 60)))
+faulty = dist.get_rank() == 1
+if mode in ("raise", "kill"):
+    if faulty and mode == "raise":
         raise RuntimeError("deliberate failure on rank 1")
-    os.kill(os.getpid(), signal.SIGKILL)
-if sys.argv[1] == "raise":
-    dist.barrier()
-else:
-    dist.all_reduce(mg.ones(3))
-print("rank 0 finished: the fault went unnoticed")
+    if faulty:
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier() if mode == "raise" else dist.all_reduce(mg.ones(3))
+    print("rank 0 finished: the fault went unnoticed")
+    sys.exit(0)
+
+mg.manual_seed(0)
+ddp = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+optimizer = mg.optim.SGD(ddp.parameters(), lr=0.1)
+for step in range(1, 6 - (faulty and mode == "short")):
+    loss = (ddp(mg.randn(8, 4)) ** 2).mean()
+    if faulty and step == 3:
+        if mode == "swallow":
+            try:
+                raise RuntimeError("deliberate failure on rank 1")
+            except RuntimeError:
+                continue
+        if mode == "exit":
+            sys.exit(0)
+        if mode == "delete":
+            del ddp
+            time.sleep(600)
+        if mode == "stuck":
+            time.sleep(600)
+        if mode == "dtype":
+            ddp.module.weight.data = mg.zeros(2, 4, dtype="float64")
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+if not faulty:
+    print(f"rank {dist.get_rank()} finished: the fault went unnoticed", flush=True)

@@ -6,6 +6,7 @@ Under mpiexec (tests/mpi_checks.py, one launch per world size, every check insid
 tests/mpi_faults.py): the multi-process results. Everything here skips, with the reason, only
 where mpi4py or mpiexec is missing (`pip install 'minigrad[distributed]'`).
 """
+import datetime
 import itertools
 import json
 import os
@@ -35,9 +36,11 @@ LAUNCH_TIMEOUT = 120   # seconds; a launch takes a few on an idle machine
 
 
 def mpiexec(ranks, script, *args):
-    """Run `script` on `ranks` processes (root and more ranks than cores allowed), bounded."""
+    """Run `script` on `ranks` processes (root and more ranks than cores allowed), bounded; a
+    collective that waits 30 s for a peer aborts the job (a hang fails fast, with a report)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    env["MINIGRAD_DIST_TIMEOUT"] = "30"
     command = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, str(HERE / script), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env,
@@ -92,6 +95,45 @@ def test_a_killed_rank_ends_the_job_with_an_error():
     assert done.returncode != 0 and "unnoticed" not in done.stdout, done.stdout + done.stderr
 
 
+# what each fault of rank 1 at step 3 must end the job with (the timeout is 60 s: not reached)
+FAULTS = {
+    "swallow": ["rank 0 is at step 3, but the 2 ranks' steps (mod 8388608) add up to 7",
+                "rank 1 is at step 4", "skipped or repeated a step"],
+    "exit": ["rank 1 exited after 6 collectives, while rank 0 waits for it in all_reduce "
+             "(collective 7, step 3)"],
+    "short": ["rank 1 exited after 8 collectives, while rank 0 waits for it in all_reduce "
+              "(collective 9, step 5)"],
+    "delete": ["rank 1 deleted its DistributedDataParallel after 6 collectives, while rank 0 "
+               "waits for it in all_reduce (collective 7, step 3) (uneven inputs: train inside "
+               "`with ddp.join():`)"],
+    "dtype": ["DistributedDataParallel: 'weight' is now float64 of shape (2, 4) on rank 1, but "
+              "was float32 of shape (2, 4) when the model was wrapped"],
+}
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode", sorted(FAULTS))
+def test_a_faulty_rank_ends_the_job_with_a_message_naming_it(mode):
+    done = mpiexec(2, "mpi_faults.py", mode)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "unnoticed" not in output, output
+    for expected in FAULTS[mode]:
+        assert expected in output, output
+    assert "Aborting the job" in output or "aborts the job" in output, output
+
+
+@needs_mpi
+def test_a_rank_that_does_not_arrive_is_named_after_the_timeout():
+    """Rank 1 computes for ten minutes at step 3; with a 5 s timeout ranks 0 and 2 abort the
+    job well within the launch's two minutes, naming the collective, the step and the ranks."""
+    done = mpiexec(3, "mpi_faults.py", "stuck", "5")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "unnoticed" not in output, output
+    assert ("waited 5 s in all_reduce (collective 7, step 3); did not arrive: rank 1 (in no "
+            "collective: still computing, stuck, or out of data); arrived: ") in output, output
+    assert "arrived: 2" in output or "arrived: 0" in output, output
+
+
 # ------------------------------------------------------------------------------- world of one
 @pytest.fixture(scope="module")
 def dist():
@@ -141,6 +183,36 @@ def test_world_of_one(dist):
         dist.all_reduce(t, "prod")
     with pytest.raises(ValueError, match="src 1 is not a rank"):
         dist.broadcast(t, src=1)
+
+
+def test_init_takes_a_timeout_as_pytorch_does(dist, monkeypatch):
+    from minigrad.distributed import group
+
+    assert group.DEFAULT_TIMEOUT == datetime.timedelta(minutes=30)
+    for bad in (5, datetime.timedelta(0)):
+        with pytest.raises(ValueError, match="timeout must be a positive datetime.timedelta"):
+            dist.init_process_group(timeout=bad)
+    monkeypatch.setenv("MINIGRAD_DIST_TIMEOUT", "7.5")
+    dist.init_process_group()
+    assert group._state["timeout"] == 7.5
+    dist.init_process_group(timeout=datetime.timedelta(seconds=3))
+    assert group._state["timeout"] == 3
+    monkeypatch.delenv("MINIGRAD_DIST_TIMEOUT")
+    dist.init_process_group()
+    assert group._state["timeout"] == 1800
+
+
+def test_ddp_join_in_a_world_of_one_is_plain_training(dist):
+    model = mg.nn.Linear(3, 1, dtype="float64")
+    ddp = mg.nn.parallel.DistributedDataParallel(model)
+    x = mg.randn(4, 3, dtype="float64")
+    with ddp.join():
+        ddp(x).sum().backward()
+    expected = x.numpy().sum(axis=0)
+    np.testing.assert_allclose(model.weight.grad.numpy()[0], expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="SyncBatchNorm layers"):
+        with mg.nn.parallel.DistributedDataParallel(mg.nn.SyncBatchNorm(2)).join():
+            pass
 
 
 def test_differentiable_collectives_gradcheck(dist):

@@ -1,26 +1,37 @@
 """Collectives on tensors, in place and unrecorded, with PyTorch's names and arguments (for
-gradients through a collective, see `minigrad.distributed.nn`)."""
+gradients through a collective, see `minigrad.distributed.nn`).
+
+Every call first compares the ranks' calls (kind, arguments, shape, dtype) in one all_gather of
+128 bytes per rank (`group.agree`), so ranks that disagree get an error naming each rank's call
+instead of garbage or a hang: one small extra message per call.
+"""
 from ..tensor import Tensor, as_tensor
 from . import group
 
 
-def _checked(tensor, what):
+def describe(what, tensor, arguments=""):
+    """The description of a call that every rank's must equal, e.g.
+    "all_reduce(op='sum') of a tensor of shape (3,) float32 at step 2"."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"distributed.{what}: expected a Tensor, got {type(tensor).__name__}")
-    group.check_agree(f"distributed.{what}", (f"shape {tensor.shape}", str(tensor.dtype)),
-                      key=tensor)
+    return (f"{what}({arguments}) of a tensor of shape {tensor.shape} {tensor.dtype} at step "
+            f"{group.where['step']}")
+
+
+def _checked(tensor, what, arguments=""):
+    group.agree(f"distributed.{what}", describe(what, tensor, arguments))
     return tensor
 
 
 def all_reduce(tensor, op="sum"):
     """In place: `tensor` becomes its sum, mean, max or min over all ranks (elementwise)."""
-    group.allreduce_array(_checked(tensor, "all_reduce").array, op)
+    group.allreduce_array(_checked(tensor, "all_reduce", f"op={op!r}").array, op)
     return tensor
 
 
 def broadcast(tensor, src=0):
     """In place: `tensor` becomes rank `src`'s on every rank."""
-    group.broadcast_array(_checked(tensor, "broadcast").array, src)
+    group.broadcast_array(_checked(tensor, "broadcast", f"src={src}").array, src)
     return tensor
 
 

@@ -5,21 +5,45 @@ mpiexec is a world of one (MPI's singleton start). Collectives here act on array
 tensor API (`minigrad.distributed.all_reduce`, ...) and the differentiable ops are built on them.
 CuPy arrays are staged through host memory, so any MPI works whatever the device.
 
-Faults: an uncaught exception on one rank prints that rank's traceback and calls MPI_Abort, which
-ends every rank (no rank waits forever for a peer that is gone); mpiexec itself ends the job when a
-rank is killed. Shapes that disagree across ranks are checked before the first collective on each
-tensor (one small allgather), so they are a clear error instead of a hang or garbage.
+Faults (docs/distributed.md, "Faults"):
+- Every collective is a non-blocking MPI call whose request is polled (with sleeps growing to a
+  millisecond) until it completes or the group's timeout passes. At the timeout the rank asks its
+  peers, on a communicator of its own, where they are (each rank waiting in a collective answers
+  with its collective number, kind and step), then prints which ranks did not arrive and ends the
+  job with MPI_Abort.
+- A rank that leaves (its process exits, or a DistributedDataParallel is deleted) tells its peers
+  how many collectives it had completed; a peer waiting in a collective that rank never entered
+  aborts the job at once, naming it.
+- An uncaught exception on one rank prints that rank's traceback and calls MPI_Abort.
+- `agree(what, text)` compares a short description of a call (kind, shape, dtype, arguments) over
+  the ranks in one all_gather of 128 bytes per rank, or piggy-backed on an all_gather's payload
+  (`allgather_array(..., check=text)`), so a disagreement is an error naming every rank's call
+  instead of garbage, a hang or MPI_ERR_TRUNCATE.
 """
+import atexit
+import datetime
+import os
+import pickle
 import sys
 import time
 import weakref
+import zlib
 
 import numpy
 
 from ..backends import backend_of
 
-_state = {"comm": None, "MPI": None}
-_checked = weakref.WeakValueDictionary()   # id(key) -> key, for keys whose shapes were checked
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # PyTorch's default process-group timeout
+TIMEOUT_VARIABLE = "MINIGRAD_DIST_TIMEOUT"         # seconds; overrides the default (tests)
+_ANSWER_SECONDS = 2.0   # how long a rank that timed out waits for its peers to say where they are
+_FINGERPRINT = 128      # bytes: a call's description, cut to 124 bytes, and its CRC-32
+
+_state = {"comm": None, "MPI": None, "control": None, "timeout": None}
+# where this rank is: collectives started, the one it waits in (kind, owner) and its step
+where = {"seq": 0, "kind": None, "owner": None, "step": 0}
+_left = {}      # (peer rank, owner) -> (collectives it had completed, why) when it left
+_sending = []   # this rank's control messages still in flight
+_checked = weakref.WeakValueDictionary()   # id(key) -> key, for keys whose sizes were checked
 
 
 class CommStats:
@@ -63,16 +87,28 @@ def _mpi():
     return _state["MPI"]
 
 
-def init_process_group(backend="mpi"):
+def init_process_group(backend="mpi", timeout=None):
     """Join MPI's world: every rank started by mpiexec, or this process alone without it.
-    Calling it again is harmless. Installs the abort-on-exception hook when there are peers."""
+    `timeout` (a datetime.timedelta): how long a collective waits for the other ranks before
+    the job is aborted with a report; default $MINIGRAD_DIST_TIMEOUT seconds, else 30 minutes.
+    Calling it again is harmless (a new timeout applies). With peers it installs the
+    abort-on-exception hook and the exit notice."""
     if backend != "mpi":
         raise ValueError(f"init_process_group: the only backend is 'mpi', not {backend!r}")
+    if timeout is None:
+        seconds = os.environ.get(TIMEOUT_VARIABLE)
+        timeout = DEFAULT_TIMEOUT if seconds is None else datetime.timedelta(seconds=float(seconds))
+    if not isinstance(timeout, datetime.timedelta) or timeout.total_seconds() <= 0:
+        raise ValueError(f"init_process_group: timeout must be a positive datetime.timedelta, "
+                         f"not {timeout!r}")
+    _state["timeout"] = timeout.total_seconds()
     if _state["comm"] is None:
         comm = _mpi().COMM_WORLD
         _state["comm"] = comm
         if comm.Get_size() > 1:
+            _state["control"] = comm.Dup()   # notices and questions, never mixed with the data
             sys.excepthook = _abort_on_exception(sys.excepthook, comm)
+            atexit.register(announce_departure, "exited")
 
 
 def _abort_on_exception(previous, comm):
@@ -108,29 +144,179 @@ def get_world_size():
     return communicator().Get_size()
 
 
-def barrier():
-    communicator().Barrier()
+# ------------------------------------------------------------------------ waiting, with a deadline
+def _wait(kind, start, owner=None):
+    """Run collective number seq + 1: `start()` makes the non-blocking MPI call and returns its
+    request, which is polled until it completes. A peer that left before this collective, or
+    the timeout passing, ends the job with a report. `owner`: the DistributedDataParallel whose
+    collective this is (a notice that it was deleted on a peer concerns only its collectives)."""
+    where["seq"] += 1
+    where["kind"], where["owner"] = kind, owner
+    request = start()
+    deadline = time.monotonic() + _state["timeout"]
+    pause = 0.0
+    while not request.Test():
+        _serve()
+        _abort_if_a_peer_left()
+        if time.monotonic() > deadline:
+            _report_who_is_missing(request)
+            break
+        time.sleep(pause)
+        pause = min(2 * pause + 1e-6, 1e-3)
+    where["kind"] = None
 
 
-def check_agree(what, signature, key=None):
-    """Raise on every rank when `signature` (e.g. (shape, dtype)) differs between ranks. With a
-    `key` (any object that can be weakly referenced) the check runs once per key."""
+def _send(message, rank):
+    _sending.append(_state["control"].isend(message, dest=rank))
+
+
+def _serve(answers=None):
+    """Handle the control messages that have arrived: answer questions about where this rank
+    is, note departures, and collect answers (into `answers`, rank -> (seq, kind, step))."""
+    control = _state["control"]
+    if control is None:
+        return
+    MPI = _mpi()
+    status = MPI.Status()
+    while control.iprobe(source=MPI.ANY_SOURCE, status=status):
+        message = control.recv(source=status.Get_source())
+        if message[0] == "where?":
+            _send(("here", where["seq"], where["kind"], where["step"]), status.Get_source())
+        elif message[0] == "here" and answers is not None:
+            answers[status.Get_source()] = message[1:]
+        elif message[0] == "left":
+            done, why, owner = message[1:]
+            _left[status.Get_source(), owner] = done, why
+    _sending[:] = [request for request in _sending if not request.Test()]
+
+
+def announce_departure(why, owner=None):
+    """Tell every peer that this rank is leaving (`why`: "exited", or a DistributedDataParallel
+    deleted: `owner` is its id) after `where["seq"]` collectives."""
+    comm, control = _state["comm"], _state["control"]
+    if control is None or _mpi().Is_finalized():
+        return
+    for rank in range(comm.Get_size()):
+        if rank != comm.Get_rank():
+            _send(("left", where["seq"], why, owner), rank)
+    if owner is None:   # the process ends: let the notices go out first (a second at most)
+        stop = time.monotonic() + 1.0
+        while _sending and time.monotonic() < stop:
+            _serve()
+            time.sleep(1e-3)
+
+
+def _doing():
+    step = f", step {where['step']}" if where["step"] else ""
+    return f"{where['kind']} (collective {where['seq']}{step})"
+
+
+def _abort_if_a_peer_left():
+    for (rank, owner), (done, why) in _left.items():
+        if done < where["seq"] and owner in (None, where["owner"]):
+            hint = "" if owner is None else (
+                " (uneven inputs: train inside `with ddp.join():`)")
+            _abort(f"rank {rank} {why} after {done} collectives, while rank "
+                   f"{get_rank()} waits for it in {_doing()}{hint}")
+
+
+def _report_who_is_missing(request):
+    """Past the deadline: ask every peer where it is, wait a little for the answers (returning
+    quietly if the collective completes meanwhile), then abort naming who did not arrive."""
+    comm = _state["comm"]
+    me, size = comm.Get_rank(), comm.Get_size()
+    for rank in range(size):
+        if rank != me:
+            _send(("where?",), rank)
+    answers = {}
+    stop = time.monotonic() + _ANSWER_SECONDS
+    while len(answers) < size - 1 and time.monotonic() < stop:
+        if request.Test():
+            return
+        _serve(answers)
+        time.sleep(1e-3)
+    arrived, missing = [], []
+    for rank in range(size):
+        if rank == me:
+            continue
+        if rank in answers and answers[rank][:2] == (where["seq"], where["kind"]):
+            arrived.append(str(rank))
+        elif rank in answers and answers[rank][1] is not None:
+            seq, kind, step = answers[rank]
+            missing.append(f"rank {rank} (waits in {kind}, collective {seq}, step {step})")
+        elif (rank, None) in _left:
+            done, why = _left[rank, None]
+            missing.append(f"rank {rank} ({why} after {done} collectives)")
+        else:
+            missing.append(f"rank {rank} (in no collective: still computing, stuck, or out of "
+                           "data)")
+    _abort(f"rank {me} waited {_state['timeout']:g} s in {_doing()}; did not arrive: "
+           f"{', '.join(missing)}; arrived: {', '.join(arrived) or 'none'}")
+
+
+def _abort(message):
+    sys.stderr.write(f"minigrad.distributed: {message}. Aborting the job (MPI_Abort).\n")
+    sys.stderr.flush()
+    communicator().Abort(1)
+
+
+# ------------------------------------------------------------------------ agreement
+def _fingerprint(text):
+    """128 bytes naming a call: `text` (UTF-8, cut to 124 bytes) and the CRC-32 of all of it."""
+    data = text.encode()
+    row = numpy.zeros(_FINGERPRINT, numpy.uint8)
+    row[:min(len(data), _FINGERPRINT - 4)] = numpy.frombuffer(data[:_FINGERPRINT - 4], numpy.uint8)
+    row[-4:] = numpy.frombuffer(zlib.crc32(data).to_bytes(4, "little"), numpy.uint8)
+    return row
+
+
+def _check_rows(what, rows):
+    """Raise (on every rank alike: all hold the same rows) unless every rank's fingerprint is
+    rank 0's; the message groups the ranks by the call each made."""
+    if (rows == rows[0]).all():
+        return
+    calls = {}
+    for rank, row in enumerate(rows):
+        text = bytes(row[:-4]).rstrip(b"\0").decode(errors="replace")
+        calls.setdefault(text, []).append(str(rank))
+    described = "; ".join(f"rank{'s' * (len(r) > 1)} {', '.join(r)}: {text}"
+                          for text, r in calls.items())
+    raise ValueError(f"{what}: the ranks disagree ({described}); every rank must make the same "
+                     "call, with the same shape, dtype and arguments")
+
+
+def agree(what, text, key=None):
+    """Raise on every rank unless every rank passed the same `text` (one all_gather of 128
+    bytes per rank). With a `key` (any object that can be weakly referenced) the check runs
+    once per key."""
     if key is not None and _checked.get(id(key)) is key:
         return
-    signatures = communicator().allgather(signature)
-    if any(s != signatures[0] for s in signatures):
-        ranks = ", ".join(f"rank {r}: {_describe(s)}" for r, s in enumerate(signatures))
-        raise ValueError(f"{what}: the ranks disagree ({ranks}); every rank must pass the same "
-                         "shape and dtype")
+    mine = _fingerprint(text)
+    rows = numpy.empty((get_world_size(), mine.size), numpy.uint8)
+    _wait(what, lambda: communicator().Iallgather(mine, rows))
+    _check_rows(what, rows)
     if key is not None:
         _checked[id(key)] = key
 
 
-def _describe(signature):
-    return " ".join(str(part) for part in signature) if isinstance(signature, tuple) else \
-        str(signature)
+def barrier():
+    """Wait for every rank (an all_gather of 128 bytes, so a rank elsewhere is named)."""
+    agree("barrier", f"barrier at step {where['step']}")
 
 
+def allgather_object(obj, what):
+    """Every rank's picklable `obj`, in rank order (for checks at construction)."""
+    mine = numpy.frombuffer(pickle.dumps(obj), numpy.uint8)
+    comm, size = communicator(), numpy.array([mine.size], numpy.int64)
+    sizes = numpy.empty(comm.Get_size(), numpy.int64)
+    _wait(what, lambda: comm.Iallgather(size, sizes))
+    everyone = numpy.empty(int(sizes.sum()), numpy.uint8)
+    _wait(what, lambda: comm.Iallgatherv(mine, (everyone, sizes)))
+    stops = numpy.cumsum(sizes)
+    return [pickle.loads(everyone[stop - size:stop].tobytes()) for stop, size in zip(stops, sizes)]
+
+
+# ------------------------------------------------------------------------ collectives on arrays
 def _on_host(array):
     """(host array, write-back): a contiguous NumPy array is used as it is; a CuPy array (or a
     strided view) is staged through a contiguous host copy that write-back copies back."""
@@ -147,14 +333,15 @@ def _on_host(array):
 _OPS = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}
 
 
-def allreduce_array(array, op="sum"):
+def allreduce_array(array, op="sum", owner=None):
     """Combine `array` over all ranks in place: sum, mean, max or min (elementwise)."""
     if op not in _OPS:
         raise ValueError(f"all_reduce: op must be one of {sorted(_OPS)}, not {op!r}")
     comm, MPI = communicator(), _mpi()
     start = time.perf_counter()
     host, write_back = _on_host(array)
-    comm.Allreduce(MPI.IN_PLACE, host, op=getattr(MPI, _OPS[op]))
+    _wait("all_reduce", lambda: comm.Iallreduce(MPI.IN_PLACE, host, op=getattr(MPI, _OPS[op])),
+          owner)
     if op == "mean":
         host /= comm.Get_size()
     write_back()
@@ -162,25 +349,34 @@ def allreduce_array(array, op="sum"):
     return array
 
 
-def broadcast_array(array, src=0):
+def broadcast_array(array, src=0, owner=None):
     """Overwrite `array` on every rank with rank `src`'s."""
     comm = communicator()
     if not 0 <= src < comm.Get_size():
         raise ValueError(f"broadcast: src {src} is not a rank of a world of {comm.Get_size()}")
     start = time.perf_counter()
     host, write_back = _on_host(array)
-    comm.Bcast(host, root=src)
+    _wait("broadcast", lambda: comm.Ibcast(host, root=src), owner)
     write_back()
     stats.add("broadcast", array.size, time.perf_counter() - start)
     return array
 
 
-def allgather_array(array):
-    """A new array of shape (world_size, *array.shape) holding every rank's `array` in order."""
+def allgather_array(array, check=None, owner=None):
+    """A new array of shape (world_size, *array.shape) holding every rank's `array` in order.
+    `check`: (what, description of the call) that every rank's must equal, sent with the payload
+    (the ranks' sizes must already agree)."""
     comm = communicator()
     start = time.perf_counter()
     host, _ = _on_host(array)
-    gathered = numpy.empty((comm.Get_size(),) + host.shape, host.dtype)
-    comm.Allgather(host, gathered)
+    mine = host.reshape(-1).view(numpy.uint8)
+    if check is not None:
+        mine = numpy.concatenate([mine, _fingerprint(check[1])])
+    rows = numpy.empty((comm.Get_size(), mine.size), numpy.uint8)
+    _wait("all_gather", lambda: comm.Iallgather(mine, rows), owner)
+    if check is not None:
+        _check_rows(check[0], rows[:, host.nbytes:])
+    gathered = numpy.ascontiguousarray(rows[:, :host.nbytes]).view(host.dtype)
+    gathered = gathered.reshape((comm.Get_size(),) + host.shape)
     stats.add("all_gather", array.size, time.perf_counter() - start)
     return backend_of(array).asarray(gathered)

@@ -7,6 +7,7 @@ a collective is again a collective (an all_reduce of the incoming gradients).
 from ..ops import getitem, mul
 from ..ops.base import Op
 from . import group
+from .collectives import describe
 
 
 class AllReduce(Op):
@@ -51,15 +52,15 @@ class Broadcast(Op):
         return total if group.get_rank() == ctx.src else mul(total, 0.0)
 
 
-def _checked(tensor, what):
-    group.check_agree(f"distributed.nn.{what}", (f"shape {tensor.shape}", str(tensor.dtype)),
-                      key=tensor)
+def _checked(tensor, what, arguments=""):
+    """`tensor`, once every rank has made the same call (see `collectives`)."""
+    group.agree(f"distributed.nn.{what}", describe(what, tensor, arguments))
     return tensor
 
 
 def all_reduce(tensor, op="sum"):
     """A new tensor: `tensor` summed (or averaged) over ranks, differentiably."""
-    return AllReduce.apply(_checked(tensor, "all_reduce"), op=op)
+    return AllReduce.apply(_checked(tensor, "all_reduce", f"op={op!r}"), op=op)
 
 
 def all_gather(tensor):
@@ -70,4 +71,4 @@ def all_gather(tensor):
 
 def broadcast(tensor, src=0):
     """A new tensor holding rank `src`'s `tensor` on every rank, differentiably."""
-    return Broadcast.apply(_checked(tensor, "broadcast"), src=src)
+    return Broadcast.apply(_checked(tensor, "broadcast", f"src={src}"), src=src)

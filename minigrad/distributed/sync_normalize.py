@@ -32,8 +32,9 @@ from .nn import AllReduce
 
 def _global_moments(kernel, x, axes, kept):
     """(mean, var, counts) of x over `axes` and every rank (kept dims `kept`, float64): this
-    rank's count, mean and M2 go out in one all_gather of 2C + 1 numbers and come back merged
-    exactly; `counts` holds each rank's count."""
+    rank's count, mean and M2 go out in one all_gather of 2C + 1 numbers (with the description
+    of the call, which every rank's must equal) and come back merged exactly; `counts` holds
+    each rank's count."""
     channels = math.prod(kept)
     local = x.size // channels
     parts = kernel.xp.zeros(2 * channels + 1, numpy.float64)   # [n, mean (C), M2 (C)]
@@ -41,7 +42,9 @@ def _global_moments(kernel, x, axes, kept):
         mean, var = kernel.moments(x, axes)
         parts[0], parts[1:channels + 1], parts[channels + 1:] = local, mean.ravel(), \
             var.ravel() * local
-    gathered = group.allgather_array(parts)
+    call = (f"statistics of shape {kept} for {x.dtype} input at step "
+            f"{group.where['step']}")
+    gathered = group.allgather_array(parts, check=("sync_normalize", call))
     counts = gathered[:, :1]
     mean, var = merge_moments(counts, gathered[:, 1:channels + 1], gathered[:, channels + 1:],
                               counts.sum())
@@ -57,8 +60,7 @@ class SyncNormalize(Op):
         require_floating("sync_normalize", x)
         ctx.axes, ctx.eps = normalize_axes("sync_normalize", axes, x.ndim), eps
         kept = kept_shape(x.shape, ctx.axes)
-        group.check_agree("sync_normalize", (f"statistics of shape {kept}", str(x.dtype)),
-                          key=check)
+        group.agree("sync_normalize", f"statistics of shape {kept}", key=check)   # the sizes
         kernel = ctx.backend.kernel("batch_norm")   # the statistics code of normalize
         mean, var, counts = _global_moments(kernel, x, ctx.axes, kept)
         ctx.count = float(counts.sum())
@@ -100,6 +102,7 @@ class SyncNormalize(Op):
 def sync_normalize(x, axes, eps=1e-5, check=None):
     """(y, mean, var, count): x normalized over `axes` with the statistics of every rank's x
     together (biased var, kept dims, not requiring grad) and the number of values behind each.
-    `check`: an object (the calling layer) for which the ranks' shapes are compared only once."""
+    `check`: an object (the calling layer) for which the ranks' statistics shapes are compared
+    in a message of their own only once (the dtype and step travel with every call's numbers)."""
     y, mean, var, count = SyncNormalize.apply(x, axes=axes, eps=eps, check=check)
     return y, mean, var, int(count.item())
