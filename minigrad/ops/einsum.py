@@ -5,12 +5,11 @@ The equation is first rewritten with one letter per axis ("..." spelled out as s
 letters, the output made explicit), so the op only ever sees plain subscripts. The gradient of
 operand k is again an einsum: g contracted with the other operands, written out to k's
 subscripts; a letter that only k has is summed there, so its gradient is broadcast back along
-it, and a length-1 axis broadcast against a longer one is summed back to 1 (`unbroadcast`).
+it, and a length-1 axis broadcast against a longer one is summed back to length 1.
 """
 import string
 
 from ._promotion import check_same_dtype
-from ._shapes import unbroadcast
 from .base import Op
 from .shape import broadcast_to, reshape
 
@@ -48,7 +47,9 @@ def _operand_grad(ctx, g, operands, k):
     # the letters only this operand has were summed away: put them back as length-1 axes
     sizes = iter(grad.shape)
     grad = reshape(grad, tuple(next(sizes) if letter in known else 1 for letter in subscripts))
-    grad = unbroadcast(grad, shape)
+    # a length-1 axis that met a longer one was stretched: sum its gradient back to length 1
+    stretched = tuple(i for i, (n, m) in enumerate(zip(shape, grad.shape)) if n == 1 != m)
+    grad = grad.sum(axis=stretched, keepdims=True) if stretched else grad
     return grad if grad.shape == shape else broadcast_to(grad, shape)
 
 

@@ -40,7 +40,7 @@ class Scatter(Op):
                 TakeAlongAxis.apply(g, indices=ctx.indices, axis=ctx.axis) if need_src else None)
 
 
-def _index_tensor(op, x, index, dtypes=("int64",)):
+def _index_tensor(op, x, index, dtypes=("int64", "int32")):
     if not isinstance(index, Tensor):
         raise TypeError(f"{op}(): index must be a Tensor, got {type(index).__name__}")
     if index.device != x.device:
@@ -61,7 +61,7 @@ def _check_range(op, indices, size, axis, shape, error=RuntimeError):
 
 
 def _along(op, x, dim, index):
-    """(axis, index array) for gather and the scatters: an int64 index with x's number of dims,
+    """(axis, index array) for gather and the scatters: an integer index with x's number of dims,
     no longer than x along the other axes, its values in range along `axis`."""
     axis = normalize_axis(op, dim, x.shape)
     indices = _index_tensor(op, x, index)
@@ -126,7 +126,7 @@ def scatter_add(x, dim, index, src):
 def _slices(op, x, dim, index):
     """(axis, index array) for index_select and index_add: a vector of ints in [0, size)."""
     axis = normalize_axis(op, dim, x.shape)
-    indices = _index_tensor(op, x, index, ("int64", "int32"))
+    indices = _index_tensor(op, x, index)
     if indices.ndim > 1:
         raise IndexError(f"{op}(): index is supposed to be a vector, got shape {indices.shape}")
     _check_range(op, indices, x.shape[axis] if x.ndim else 1, axis, x.shape, IndexError)
