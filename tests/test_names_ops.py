@@ -77,6 +77,8 @@ DIFFERENTIABLE = {   # name -> (minigrad f(*xs), torch f(*xs), inputs)
                          [X, SRC]),
     "cdist_p3": (lambda a, b: mg.cdist(a, b, 3.0), lambda a, b: torch.cdist(a, b, 3.0),
                  [X[0], X[1]]),
+    "cdist_p3_to_itself": (lambda a: mg.cdist(a, a, 3.0), lambda a: torch.cdist(a, a, 3.0),
+                           [X[0]]),
     "cdist_inf": (lambda a, b: mg.cdist(a, b, float("inf")),
                   lambda a, b: torch.cdist(a, b, float("inf")), [X[0], X[1]]),
     "var_mean": (lambda x: mg.stack(mg.var_mean(x, 1)), lambda x: torch.stack(
