@@ -94,7 +94,7 @@ def apply(x, name, op, *args, **kwargs):
     if _records(x, name, values):
         new = op(_old_value(x), *args, **kwargs)
         _check_fits(x, name, new, new.dtype)
-        _rebase(x, new)
+        _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
         with autograd.no_grad():
             new = op(x.detach(), *args, **kwargs)

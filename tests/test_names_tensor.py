@@ -190,3 +190,16 @@ def test_device():
         mg.device("cuda:1")
     with pytest.raises(mg.DeviceError):
         mg.device("tpu")
+
+
+def test_inplace_with_a_wider_operand_keeps_the_dtype_and_its_gradient():
+    x, tx = mg.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0],
+                                                                     requires_grad=True)
+    y, ty = x * 1, tx * 1
+    y.pow_(mg.tensor([2.0, 3.0], dtype="float64"))
+    ty.pow_(torch.tensor([2.0, 3.0], dtype=torch.float64))
+    assert y.dtype == mg.float32 and ty.dtype == torch.float32
+    y.sum().backward()
+    ty.sum().backward()
+    assert x.grad.dtype == mg.float32
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
