@@ -5,10 +5,12 @@ The equation is first rewritten with one letter per axis ("..." spelled out as s
 letters, the output made explicit), so the op only ever sees plain subscripts. The gradient of
 operand k is again an einsum: g contracted with the other operands, written out to k's
 subscripts; a letter that only k has is summed there, so its gradient is broadcast back along
-it, and a length-1 axis broadcast against a longer one is summed back to length 1.
+it, a length-1 axis broadcast against a longer one is summed back to length 1, and a letter
+repeated within one operand (a diagonal, as in a trace "ii") puts the gradient on that diagonal.
 """
 import string
 
+from ..tensor import Tensor
 from ._promotion import check_same_dtype
 from .base import Op
 from .shape import broadcast_to, reshape
@@ -36,22 +38,39 @@ class Einsum(Op):
 
 def _operand_grad(ctx, g, operands, k):
     subscripts, shape = ctx.inputs[k], ctx.shapes[k]
-    if len(set(subscripts)) != len(subscripts):
-        raise NotImplementedError(f"einsum: no gradient for an operand whose subscripts repeat a "
-                                  f"letter ({subscripts!r}, a diagonal); take it with "
-                                  "diagonal() first")
+    letters = "".join(dict.fromkeys(subscripts))   # each letter once, in order
+    sizes = dict(zip(subscripts, shape))
     others = [i for i in range(len(operands)) if i != k]
     known = set(ctx.output).union(*(ctx.inputs[i] for i in others))
-    kept = "".join(letter for letter in subscripts if letter in known)
+    kept = "".join(letter for letter in letters if letter in known)
     grad = Einsum.apply(g, *(operands[i] for i in others),
                         inputs=(ctx.output,) + tuple(ctx.inputs[i] for i in others), output=kept)
     # the letters only this operand has were summed away: put them back as length-1 axes
-    sizes = iter(grad.shape)
-    grad = reshape(grad, tuple(next(sizes) if letter in known else 1 for letter in subscripts))
+    lengths = iter(grad.shape)
+    grad = reshape(grad, tuple(next(lengths) if letter in known else 1 for letter in letters))
     # a length-1 axis that met a longer one was stretched: sum its gradient back to length 1
-    stretched = tuple(i for i, (n, m) in enumerate(zip(shape, grad.shape)) if n == 1 != m)
+    full = tuple(sizes[letter] for letter in letters)
+    stretched = tuple(i for i, (n, m) in enumerate(zip(full, grad.shape)) if n == 1 != m)
     grad = grad.sum(axis=stretched, keepdims=True) if stretched else grad
-    return grad if grad.shape == shape else broadcast_to(grad, shape)
+    grad = grad if grad.shape == full else broadcast_to(grad, full)
+    return grad if letters == subscripts else _on_diagonals(ctx, grad, letters, subscripts, sizes)
+
+
+def _on_diagonals(ctx, grad, letters, subscripts, sizes):
+    """A letter repeated in an operand read its diagonal: the gradient lies on that diagonal,
+    written as einsum with one identity matrix per repeat ("i" -> "ij" times eye "ij")."""
+    spare = (c for c in string.ascii_letters if c not in subscripts)
+    seen, fresh, pairs = set(), "", []
+    for letter in subscripts:
+        if letter in seen:
+            pairs.append(letter + next(spare))
+            fresh += pairs[-1][1]
+        else:
+            seen.add(letter)
+            fresh += letter
+    eyes = [Tensor.from_array(ctx.xp.eye(sizes[pair[0]], dtype=grad.dtype), ctx.backend)
+            for pair in pairs]
+    return Einsum.apply(grad, *eyes, inputs=(letters, *pairs), output=fresh)
 
 
 def _explicit(op, equation, operands):
