@@ -105,6 +105,7 @@ from .ops import min as amin  # noqa: F401
 from .ops import where as _where
 from .ops._promotion import promote_types as _promote_types
 from .ops._promotion import result_type as _result_type
+from .tensor import Tensor
 
 cat = concat = concatenate
 clip = clamp
@@ -132,10 +133,13 @@ def numel(input): return input.numel()
 
 
 def where(condition, input=None, other=None):
-    """input where condition holds, else other; with the condition alone, its non-zero
-    indices as a tuple of 1-D tensors (nonzero(condition, as_tuple=True)), as torch.where."""
+    """input where condition holds, else other (tensors or numbers; two numbers give the
+    default float or int64); with the condition alone, its non-zero indices as a tuple of 1-D
+    tensors (nonzero(condition, as_tuple=True)), as torch.where."""
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):   # two numbers
+        input = Tensor(input, device=getattr(condition, "device", None))
     return _where(condition, input, other)
 
 

@@ -355,3 +355,13 @@ def test_histc_and_friends_are_constants():
     for out in (x.histc(5), mg.histogram(x, 5).hist, mg.bucketize(x, mg.tensor([0.0])),
                 x.nonzero()):
         assert not out.requires_grad
+
+
+def test_where_with_numbers_takes_torchs_dtypes():
+    condition = np.array([True, False, True])
+    for a, b in [(1.0, 0.0), (1, 0), (mg.tensor([1.0, 2.0, 3.0], dtype="float16"), 0.5)]:
+        ta = torch.tensor(a.numpy()) if isinstance(a, mg.Tensor) else a
+        ours, theirs = mg.where(mg.tensor(condition), a, b), torch.where(
+            torch.tensor(condition), ta, b)
+        assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
