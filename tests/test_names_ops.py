@@ -365,3 +365,13 @@ def test_where_with_numbers_takes_torchs_dtypes():
             torch.tensor(condition), ta, b)
         assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_the_new_ops_never_write_into_their_inputs(monkeypatch):
+    for op in (mg.ops.Scatter, mg.ops.Einsum, mg.ops.Log2, mg.ops.Log10, mg.ops.Log1p,
+               mg.ops.Expm1, mg.ops.Rsqrt, mg.ops.Reciprocal):
+        monkeypatch.setattr(op, "read_only_inputs", True)
+    for ours, _, arrays in DIFFERENTIABLE.values():
+        xs = leaves(*arrays)
+        (d,) = mg.grad((ours(*xs) ** 2).sum(), xs[:1], create_graph=True)
+        (d * d).sum().backward()   # the backward of every op the first backward used
