@@ -183,6 +183,7 @@ def test_lazy_layers_infer_their_sizes_at_the_first_call(name):
     optimizer = mg.optim.SGD(ours.parameters(), lr=0.1)   # before the first call, as in torch
     with pytest.raises(RuntimeError, match="uninitialized"):
         _ = placeholders[0].shape
+    assert repr(placeholders[0]) == repr(next(theirs.parameters()))
     x = R.standard_normal(shape)
     ours(mg.tensor(x))
     theirs(torch.tensor(x))

@@ -33,7 +33,7 @@ class _Uninitialized:
                            "which gives it its shape")
 
     def __repr__(self):
-        return f"<{type(self).__name__} dtype={self.dtype} device={self.device}>"
+        return f"<{type(self).__name__}>"
 
 
 class UninitializedParameter(_Uninitialized, Parameter):
