@@ -105,7 +105,7 @@ from .ops import min as amin  # noqa: F401
 from .ops import where as _where
 from .ops._promotion import promote_types as _promote_types
 from .ops._promotion import result_type as _result_type
-from .tensor import Tensor
+from .tensor import Tensor, from_data
 
 cat = concat = concatenate
 clip = clamp
@@ -139,7 +139,7 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):   # two numbers
-        input = Tensor(input, device=getattr(condition, "device", None))
+        input = from_data(input, device=getattr(condition, "device", None))
     return _where(condition, input, other)
 
 

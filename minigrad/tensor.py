@@ -348,13 +348,14 @@ class Tensor(TensorMethods):
     # ------------------------------------------------------------------ new tensors like this
     # PyTorch's new_*: a new leaf with this tensor's dtype and device unless given.
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
-        return Tensor(data, dtype=dtype or self.dtype, device=device or self.device, copy=True,
-                      requires_grad=requires_grad)
+        return from_data(data, dtype or self.dtype, device or self.device, copy=True,
+                         requires_grad=requires_grad, what="new_tensor")
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         shape = ops._shapes.check_sizes("new_full", shape_from_args((size,)))
         array = self._backend.xp.full(shape, fill_value, dtype=as_dtype(dtype) or self.dtype)
-        return Tensor(array, device=device or self.device, requires_grad=requires_grad)
+        return from_data(array, device=device or self.device, requires_grad=requires_grad,
+                         what="new_full")
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         return self.new_full(shape_from_args(size), 0, dtype=dtype, device=device,
