@@ -125,7 +125,7 @@ def to_arguments(op, args, device, dtype):
     if args and isinstance(args[0], Tensor):
         other = args.pop(0)
         device, dtype = other.device, other.dtype
-    elif args and _names_device(args[0]):
+    elif len(args) == 2 or args and _names_device(args[0]):   # to(device[, dtype])
         device = args.pop(0)
     if args:
         dtype = args.pop(0)
