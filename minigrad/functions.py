@@ -5,6 +5,7 @@ the few whose PyTorch form differs from the op's (max/min, which also take a sec
 give (values, indices) along a dim, and the shape functions) call the Tensor method of the same
 name, so each behaviour is written once.
 """
+from .dtypes import as_dtype
 from .grad_mode import inference_mode  # noqa: F401
 from .ops import (  # noqa: F401
     abs,
@@ -20,6 +21,8 @@ from .ops import (  # noqa: F401
     bitwise_xor,
     bmm,
     broadcast_to,
+    bucketize,
+    cdist,
     ceil,
     chunk,
     clamp,
@@ -30,32 +33,51 @@ from .ops import (  # noqa: F401
     cumsum,
     diagonal,
     div,
+    einsum,
     erf,
     exp,
+    expm1,
     flip,
     floor,
     floor_divide,
+    gather,
+    histc,
+    histogram,
+    index_add,
+    index_select,
+    isclose,
     isfinite,
     isinf,
     isnan,
     log,
+    log1p,
+    log2,
+    log10,
     log_softmax,
     logsumexp,
     masked_fill,
+    masked_select,
     matmul,
     maximum,
     mean,
     minimum,
     mm,
     mul,
+    narrow,
     neg,
+    nonzero,
     norm,
     pow,
     prod,
+    reciprocal,
     relu,
     remainder,
     roll,
     round,
+    rsqrt,
+    scatter,
+    scatter_add,
+    searchsorted,
     sigmoid,
     sign,
     sin,
@@ -63,6 +85,7 @@ from .ops import (  # noqa: F401
     sort,
     split,
     sqrt,
+    square,
     squeeze,
     stack,
     std,
@@ -73,12 +96,16 @@ from .ops import (  # noqa: F401
     topk,
     tril,
     triu,
+    unbind,
     unsqueeze,
     var,
-    where,
 )
 from .ops import max as amax  # noqa: F401  (the op reduces like PyTorch's amax)
 from .ops import min as amin  # noqa: F401
+from .ops import where as _where
+from .ops._promotion import promote_types as _promote_types
+from .ops._promotion import result_type as _result_type
+from .tensor import Tensor, from_data
 
 cat = concat = concatenate
 clip = clamp
@@ -103,3 +130,44 @@ def transpose(input, dim0, dim1): return input.transpose(dim0, dim1)
 def swapaxes(input, axis0, axis1): return input.swapaxes(axis0, axis1)
 def t(input): return input.t()
 def numel(input): return input.numel()
+
+
+def where(condition, input=None, other=None):
+    """input where condition holds, else other (tensors or numbers; two numbers give the
+    default float or int64); with the condition alone, its non-zero indices as a tuple of 1-D
+    tensors (nonzero(condition, as_tuple=True)), as torch.where."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):   # two numbers
+        input = from_data(input, device=getattr(condition, "device", None))
+    return _where(condition, input, other)
+
+
+def var_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):
+    """(var, mean) over `dim`, as torch.var_mean."""
+    return (var(input, dim, keepdim, correction=correction, unbiased=unbiased),
+            mean(input, dim, keepdim))
+
+
+def std_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):
+    """(std, mean) over `dim`, as torch.std_mean."""
+    return (std(input, dim, keepdim, correction=correction, unbiased=unbiased),
+            mean(input, dim, keepdim))
+
+
+def result_type(tensor1, tensor2):
+    """The dtype an op on the two (tensors or numbers) computes in, as torch.result_type."""
+    return _result_type(tensor1, tensor2)
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both convert to, as torch.promote_types."""
+    return _promote_types(as_dtype(type1), as_dtype(type2))
+
+
+def eq(input, other): return input == other
+def ne(input, other): return input != other
+def lt(input, other): return input < other
+def le(input, other): return input <= other
+def gt(input, other): return input > other
+def ge(input, other): return input >= other

@@ -86,6 +86,33 @@ def clamp(x, min=None, max=None):
     return x
 
 
+def apply(x, name, op, *args, **kwargs):
+    """x <- op(x, *args), for the in-place twins of ops (exp_, sqrt_, pow_, sigmoid_, ...): the
+    result computed out of place, checked to fit x's shape and dtype, then written into x's
+    memory (recorded, as above, when autograd follows it)."""
+    values = [a for a in args if isinstance(a, Tensor)]
+    if _records(x, name, values):
+        new = op(_old_value(x), *args, **kwargs)
+        _check_fits(x, name, new, new.dtype)
+        _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
+    else:
+        with autograd.no_grad():
+            new = op(x.detach(), *args, **kwargs)
+        _check_fits(x, name, new, new.dtype)
+        _writable(x, name)[...] = new.array
+    bump_version(x)
+    return x
+
+
+def detach(x):
+    """x cut from the graph in place (detach_): a leaf that does not require grad."""
+    if x._version_counter.has_views and x._node is not None:
+        raise RuntimeError(f"detach_: the tensor (shape {x.shape}) is a view made by an op; "
+                           "use detach() for a new tensor instead")
+    x.requires_grad, x._node, x._index = False, None, 0
+    return x
+
+
 def check_grad_assignment(tensor, grad):
     """`tensor.grad = grad` takes a Tensor of the tensor's device, dtype and shape (PyTorch's
     rule): anything else would be broadcast or cast silently by the next optimizer step."""

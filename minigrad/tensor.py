@@ -17,6 +17,7 @@ import numbers
 
 from . import autograd, grad_mode
 from .backends import backend_of, get_backend, normalize_device
+from .backends import device as device_type
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
 from .tensor_methods import TensorMethods
@@ -116,6 +117,28 @@ def legacy_tensor(what, args, dtype, device):
         return from_data(args[0], dtype, device)
     raise TypeError(f"{what}(): expected sizes (ints: {what}(2, 3)) or one sequence or array of "
                     f"data ({what}([1, 2])), got ({', '.join(type(a).__name__ for a in args)})")
+
+def to_arguments(op, args, device, dtype):
+    """(device, dtype) from the positional forms of PyTorch's to(): (dtype), (device),
+    (device, dtype), (tensor): that tensor's device and dtype; keywords fill the rest."""
+    args = list(args)
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+        device, dtype = other.device, other.dtype
+    elif len(args) == 2 or args and _names_device(args[0]):   # to(device[, dtype])
+        device = args.pop(0)
+    if args:
+        dtype = args.pop(0)
+    if args:
+        raise TypeError(f"{op}: too many positional arguments; expected to(dtype), "
+                        "to(device, dtype) or to(tensor)")
+    return device, as_dtype(dtype)
+
+
+def _names_device(value):
+    """Whether a positional argument of to() is a device ('cpu', 'cuda:0', mg.device)."""
+    return isinstance(value, device_type) or (
+        isinstance(value, str) and value.partition(":")[0].lower() in ("cpu", "cuda"))
 
 
 def _check_can_require_grad(dtype, what):
@@ -276,10 +299,12 @@ class Tensor(TensorMethods):
             return array.astype(dtype)
         return array.copy() if copy else array
 
-    def to(self, device=None, dtype=None):
-        """This tensor on `device` and/or with `dtype`: itself when nothing changes, otherwise a
-        copy made by an op, so gradients flow back to this tensor."""
-        out = self
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
+        """This tensor on `device` and/or with `dtype` (PyTorch's forms: to(dtype),
+        to(device, dtype), to(other_tensor), keywords): itself when nothing changes (unless
+        copy=True), otherwise a copy made by an op, so gradients flow back to this tensor."""
+        device, dtype = to_arguments("to", args, device, dtype)
+        out = self.clone() if copy else self
         if dtype is not None and as_dtype(dtype) != self.dtype:
             out = out.astype(dtype)
         if device is not None and normalize_device(device) != self.device:
@@ -319,6 +344,28 @@ class Tensor(TensorMethods):
     def is_inference(self):
         """Whether this tensor was made in inference mode (minigrad/grad_mode.py)."""
         return self._version_counter.inference
+
+    # ------------------------------------------------------------------ new tensors like this
+    # PyTorch's new_*: a new leaf with this tensor's dtype and device unless given.
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+        return from_data(data, dtype or self.dtype, device or self.device, copy=True,
+                         requires_grad=requires_grad, what="new_tensor")
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        shape = ops._shapes.check_sizes("new_full", shape_from_args((size,)))
+        array = self._backend.xp.full(shape, fill_value, dtype=as_dtype(dtype) or self.dtype)
+        return from_data(array, device=device or self.device, requires_grad=requires_grad,
+                         what="new_full")
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(shape_from_args(size), 0, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(shape_from_args(size), 1, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    new_empty = new_zeros   # (its values are unspecified in PyTorch; here they are zeros)
 
     # ------------------------------------------------------------------ in place (inplace.py)
     def add_(self, other, alpha=1): return inplace.arithmetic(self, "add_", other, alpha)
@@ -364,6 +411,40 @@ class Tensor(TensorMethods):
     def __isub__(self, other): return self.sub_(other)
     def __imul__(self, other): return self.mul_(other)
     def __itruediv__(self, other): return self.div_(other)
+
+    # the in-place twins of ops: the op out of place, written back (inplace.apply)
+    def pow_(self, exponent): return inplace.apply(self, "pow_", ops.pow, exponent)
+    def exp_(self): return inplace.apply(self, "exp_", ops.exp)
+    def log_(self): return inplace.apply(self, "log_", ops.log)
+    def log2_(self): return inplace.apply(self, "log2_", ops.log2)
+    def log10_(self): return inplace.apply(self, "log10_", ops.log10)
+    def log1p_(self): return inplace.apply(self, "log1p_", ops.log1p)
+    def expm1_(self): return inplace.apply(self, "expm1_", ops.expm1)
+    def sqrt_(self): return inplace.apply(self, "sqrt_", ops.sqrt)
+    def rsqrt_(self): return inplace.apply(self, "rsqrt_", ops.rsqrt)
+    def square_(self): return inplace.apply(self, "square_", ops.square)
+    def reciprocal_(self): return inplace.apply(self, "reciprocal_", ops.reciprocal)
+    def abs_(self): return inplace.apply(self, "abs_", ops.abs)
+    def neg_(self): return inplace.apply(self, "neg_", ops.neg)
+    def sign_(self): return inplace.apply(self, "sign_", ops.sign)
+    def sin_(self): return inplace.apply(self, "sin_", ops.sin)
+    def cos_(self): return inplace.apply(self, "cos_", ops.cos)
+    def tanh_(self): return inplace.apply(self, "tanh_", ops.tanh)
+    def sigmoid_(self): return inplace.apply(self, "sigmoid_", ops.sigmoid)
+    def relu_(self): return inplace.apply(self, "relu_", ops.relu)
+    def floor_(self): return inplace.apply(self, "floor_", ops.floor)
+    def ceil_(self): return inplace.apply(self, "ceil_", ops.ceil)
+    def round_(self, decimals=0): return inplace.apply(self, "round_", ops.round, decimals)
+    def masked_fill_(self, mask, value):
+        return inplace.apply(self, "masked_fill_", ops.masked_fill, mask, value)
+    def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+        return inplace.apply(self, "scatter_", ops.scatter, dim, index, src, value,
+                             reduce=reduce)
+    def scatter_add_(self, dim, index, src):
+        return inplace.apply(self, "scatter_add_", ops.scatter_add, dim, index, src)
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return inplace.apply(self, "index_add_", ops.index_add, dim, index, source, alpha=alpha)
+    def detach_(self): return inplace.detach(self)
 
     def __dlpack__(self, *args, **kwargs):
         return self.array.__dlpack__(*args, **kwargs)

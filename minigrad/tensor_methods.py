@@ -52,6 +52,18 @@ class TensorMethods:
                              "use transpose(dim0, dim1) or permute")
         return self.transpose() if self.ndim == 2 else self
 
+    def narrow(self, dim, start, length): return ops.narrow(self, dim, start, length)
+    def unbind(self, dim=0): return ops.unbind(self, dim)
+    def nelement(self): return self.numel()
+
+    @property
+    def mT(self):  # noqa: N802  (PyTorch's name)
+        """The transpose of the last two dims (a batch of matrices)."""
+        if self.ndim < 2:
+            raise RuntimeError(f"mT: only supported on matrices or batches of matrices, got a "
+                               f"{self.ndim}-D tensor")
+        return self.swapaxes(-2, -1)
+
     def contiguous(self):
         """Itself when its memory is C-contiguous, else a copy (clone) that is."""
         return self if self.array.flags.c_contiguous else ops.clone(self)
@@ -70,6 +82,31 @@ class TensorMethods:
     def mm(self, other): return ops.mm(self, other)
     def bmm(self, other): return ops.bmm(self, other)
     def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+    def pow(self, exponent): return ops.pow(self, exponent)
+    def __abs__(self): return ops.abs(self)
+    def neg(self): return ops.neg(self)
+    def log2(self): return ops.log2(self)
+    def log10(self): return ops.log10(self)
+    def log1p(self): return ops.log1p(self)
+    def expm1(self): return ops.expm1(self)
+    def rsqrt(self): return ops.rsqrt(self)
+    def reciprocal(self): return ops.reciprocal(self)
+    def square(self): return ops.square(self)
+    def gather(self, dim, index): return ops.gather(self, dim, index)
+    def scatter_add(self, dim, index, src): return ops.scatter_add(self, dim, index, src)
+    def index_select(self, dim, index): return ops.index_select(self, dim, index)
+    def masked_select(self, mask): return ops.masked_select(self, mask)
+    def nonzero(self, *, as_tuple=False): return ops.nonzero(self, as_tuple=as_tuple)
+    def histc(self, bins=100, min=0, max=0): return ops.histc(self, bins, min, max)
+
+    def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+        return ops.scatter(self, dim, index, src, value, reduce=reduce)
+
+    def index_add(self, dim, index, source, *, alpha=1):
+        return ops.index_add(self, dim, index, source, alpha=alpha)
+
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return ops.isclose(self, other, rtol, atol, equal_nan)
 
     def sort(self, dim=-1, descending=False, stable=False):
         return ops.sort(self, dim, descending, stable)
@@ -84,6 +121,12 @@ class TensorMethods:
     def isnan(self): return ops.isnan(self)
     def isinf(self): return ops.isinf(self)
     def isfinite(self): return ops.isfinite(self)
+    def eq(self, other): return self == other
+    def ne(self, other): return self != other
+    def lt(self, other): return self < other
+    def le(self, other): return self <= other
+    def gt(self, other): return self > other
+    def ge(self, other): return self >= other
 
     def any(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
         """A bool tensor, as in PyTorch (`if t.any():` works through __bool__)."""
@@ -111,6 +154,9 @@ class TensorMethods:
     def int(self): return self.astype("int32")
     def half(self): return self.astype("float16")
     def bool(self): return self.astype("bool")
+    def byte(self): return self.astype("uint8")
+    def char(self): return self.astype("int8")
+    def short(self): return self.astype("int16")
     is_cuda = property(lambda self: self.device == "cuda")
 
     def type(self, dtype=None):
@@ -128,7 +174,7 @@ class TensorMethods:
                            _DTYPE_OF_TYPE_NAME[name])
         return self.to(dtype=as_dtype(dtype))
 
-    # ------------------------------------------------------------------ autograd extras
+
     def register_hook(self, hook): return hooks.register_hook(self, hook)
     def retain_grad(self): return hooks.retain_grad(self)
     retains_grad = property(lambda self: hooks.retains_grad(self))

@@ -54,6 +54,35 @@ def normalize_device(device):
     return name
 
 
+class device:  # noqa: N801  (PyTorch's name: mg.device("cuda:0"))
+    """A device name as an object, as torch.device: `device("cuda:0")`, `device("cuda", 0)`,
+    `device("cpu")`; `.type` and `.index`. It equals its string ("cuda:0") and works wherever a
+    device string does (tensors report theirs as the string 'cpu' or 'cuda')."""
+
+    def __init__(self, type, index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index if index is None else index
+        name, _, given = str(type).partition(":")
+        if given and index is not None:
+            raise ValueError(f"device: index given twice ({type!r} and index={index})")
+        self.type = normalize_device(name)
+        self.index = int(given) if given else index
+        normalize_device(str(self))   # one GPU: only index 0
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        index = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{index})"
+
+    def __eq__(self, other):
+        return str(self) == str(other) if isinstance(other, (device, str)) else NotImplemented
+
+    def __hash__(self):
+        return hash(str(self))
+
+
 def get_backend(device="cpu"):
     """The backend for `device` ('cpu' or 'cuda')."""
     return _numpy_backend if normalize_device(device) == "cpu" else _load_cuda_backend()

@@ -22,6 +22,16 @@ from .conv import Conv1d, Conv2d, ConvTranspose2d
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
+from .fold import Fold, Unfold
+from .lazy import (
+                         LazyBatchNorm1d,
+                         LazyBatchNorm2d,
+                         LazyConv1d,
+                         LazyConv2d,
+                         LazyLinear,
+                         UninitializedBuffer,
+                         UninitializedParameter,
+)
 from .linear import Identity, Linear
 from .loss import (
                          BCELoss,
@@ -32,6 +42,7 @@ from .loss import (
                          L1Loss,
                          MSELoss,
                          NLLLoss,
+                         PoissonNLLLoss,
                          SmoothL1Loss,
 )
 from .module import IncompatibleKeys, Module, Parameter, RemovableHandle, StateDictError
@@ -44,6 +55,6 @@ from .normalization import (
                          RegionBatchNorm2d,
                          RMSNorm,
 )
-from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d, MaxUnpool2d
 from .syncbatchnorm import SyncBatchNorm
 from .upsampling import Upsample

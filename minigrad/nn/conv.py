@@ -8,7 +8,7 @@ from . import functional as F
 from . import init
 from .module import Module
 
-PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}   # -> ops.pad's
+PAD_MODES = F.PAD_MODES   # PyTorch's padding_mode -> ops.pad's mode
 
 
 class _Conv(Module):
@@ -129,6 +129,22 @@ class ConvTranspose2d(_Conv):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype, output_padding)
 
-    def forward(self, input):
+    def forward(self, input, output_size=None):
+        """output_size (H, W), or (N, C, H, W), picks the output_padding that gives it (a
+        strided transpose has `stride` possible sizes), as in PyTorch."""
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+    def _output_padding(self, input, output_size):
+        if output_size is None:
+            return self.output_padding
+        size = tuple(output_size)[-2:] if len(output_size) == 4 else tuple(output_size)
+        smallest = tuple((n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in zip(
+            input.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size))
+        largest = tuple(n + s - 1 for n, s in zip(smallest, self.stride))
+        if len(size) != 2 or not all(lo <= n <= hi for n, lo, hi in zip(size, smallest, largest)):
+            raise ValueError(f"ConvTranspose2d: requested an output size of {tuple(output_size)}, "
+                             f"but valid sizes range from {smallest} to {largest} (for an input "
+                             f"of {input.shape[-2:]})")
+        return tuple(n - lo for n, lo in zip(size, smallest))

@@ -15,10 +15,14 @@ from ..ops import (  # noqa: F401
     conv1d,
     conv2d,
     conv_transpose2d,
+    cosine_similarity,
     max_pool2d,
+    pairwise_distance,
     sigmoid,
     tanh,
+    window,
 )
+from ..ops import lp_normalize as normalize  # noqa: F401
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
 from ..version import bump_version
@@ -32,6 +36,7 @@ from .loss_functions import (  # noqa: F401
     l1_loss,
     mse_loss,
     nll_loss,
+    poisson_nll_loss,
     smooth_l1_loss,
 )
 
@@ -361,3 +366,128 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         _update_running(running_mean, running_var, mean.reshape(channels).mean(axis=0),
                         var.reshape(channels).mean(axis=0), count, momentum)
     return _affine_channels(y, weight, bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding, padding, unpooling and sliding windows.
+
+def one_hot(tensor, num_classes=-1):
+    """An int64 tensor of shape tensor.shape + (num_classes,), 1 at each class index and 0
+    elsewhere; num_classes=-1 takes the largest index + 1."""
+    if not isinstance(tensor, Tensor) or tensor.dtype != numpy.int64:
+        raise RuntimeError(f"one_hot is only applicable to index tensor of type int64 (Long), "
+                           f"got {getattr(tensor, 'dtype', type(tensor).__name__)}")
+    values = tensor.array
+    if num_classes == -1:
+        if not values.size:
+            raise RuntimeError("one_hot: can not infer the number of classes from an empty "
+                               "tensor; pass num_classes")
+        num_classes = int(values.max()) + 1
+    if values.size and int(values.min()) < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    if values.size and int(values.max()) >= num_classes:
+        raise RuntimeError(f"one_hot: class values must be smaller than num_classes "
+                           f"({num_classes}), got {int(values.max())}")
+    xp = tensor.backend.xp
+    return Tensor.from_array((values[..., None] == xp.arange(num_classes)).astype(numpy.int64),
+                             tensor.backend)
+
+
+PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}   # -> ops.pad's
+
+
+def pad(input, pad, mode="constant", value=None):
+    """PyTorch's padding: `pad` lists (before, after) widths from the LAST axis backwards,
+    (left, right, top, bottom, ...). mode "constant" fills with `value` (0) and crops where a
+    width is negative; "reflect", "replicate" and "circular" pad the last 1, 2 or 3 axes of a
+    batched or unbatched input, copying its elements (so the gradient adds back onto them)."""
+    pad = tuple(pad)
+    if len(pad) % 2:
+        raise RuntimeError(f"pad: padding length must be divisible by 2, got {pad}")
+    count = len(pad) // 2
+    if count > input.ndim:
+        raise RuntimeError(f"pad: padding length should be at most twice the input dimension, "
+                           f"got {pad} for an input of shape {input.shape}")
+    pairs = [(0, 0)] * (input.ndim - count) + [tuple(pad[2 * i:2 * i + 2])
+                                               for i in reversed(range(count))]
+    if mode == "constant":
+        if any(n < 0 for pair_ in pairs for n in pair_):   # a negative width crops
+            input = input[tuple(slice(-min(b, 0), n + min(a, 0))
+                                for (b, a), n in zip(pairs, input.shape))]
+            pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+        return ops.pad(input, tuple(pairs), 0.0 if value is None else value)
+    if mode not in PAD_MODES:
+        raise NotImplementedError(f"pad: mode {mode!r} is not one of 'constant', "
+                                  f"{', '.join(map(repr, PAD_MODES))}")
+    if count not in (1, 2, 3) or input.ndim not in (count + 1, count + 2):
+        raise NotImplementedError(f"pad: mode {mode!r} pads the last 1, 2 or 3 axes of a "
+                                  f"(N, C, ...) or (C, ...) input; got padding {pad} for shape "
+                                  f"{input.shape}")
+    if any(n < 0 for n in pad):
+        raise RuntimeError(f"pad: mode {mode!r} takes no negative widths, got {pad}")
+    try:
+        return ops.pad(input, tuple(pairs), mode=PAD_MODES[mode])
+    except ValueError as error:   # a width too large for its axis
+        raise RuntimeError(str(error)) from None
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool2d(return_indices=True): zeros of the unpooled size with each
+    input value at the position its index names (h * W + w in its plane). The default size is
+    (H - 1) * stride - 2 * padding + kernel_size; output_size (H, W), or ending with them,
+    overrides it."""
+    op = "max_unpool2d"
+    kernel = window.pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None else window.pair(op, "stride", stride, 1)
+    padding = window.pair(op, "padding", padding, 0)
+    if input.ndim not in (3, 4) or indices.shape != input.shape:
+        raise ValueError(f"{op}: expected (N, C, H, W) or (C, H, W) input and indices of one "
+                         f"shape, got {input.shape} and {indices.shape}")
+    if output_size is None:
+        size = tuple((n - 1) * s - 2 * p + k for n, s, p, k
+                     in zip(input.shape[-2:], stride, padding, kernel))
+    else:
+        size = tuple(output_size)[-2:]
+    lead = input.shape[:-2]
+    flat = ops.reshape(input, lead + (-1,))
+    zeros = Tensor.from_array(input.backend.xp.zeros(lead + (size[0] * size[1],), input.dtype),
+                              input.backend)
+    out = ops.scatter(zeros, -1, ops.reshape(indices, lead + (-1,)), flat)
+    return ops.reshape(out, lead + size)
+
+
+def _window_settings(op, kernel_size, dilation, padding, stride):
+    return dict(kernel=window.pair(op, "kernel_size", kernel_size, 1),
+                dilation=window.pair(op, "dilation", dilation, 1),
+                padding=window.pair(op, "padding", padding, 0),
+                stride=window.pair(op, "stride", stride, 1))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: the sliding kh x kw windows of (N, C, H, W) input as (N, C * kh * kw, L)
+    columns, L windows in row-major order ((C, H, W) input gives (C * kh * kw, L))."""
+    if input.ndim == 3:
+        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride)[0]
+    windows = ops.Unfold.apply(input, **_window_settings("unfold", kernel_size, dilation,
+                                                         padding, stride))
+    c, kh, kw, ho, wo, n = windows.shape
+    return windows.permute(5, 0, 1, 2, 3, 4).reshape(n, c * kh * kw, ho * wo)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: (N, C * kh * kw, L) columns summed back into an
+    (N, C, H, W) tensor of `output_size` (H, W), overlapping entries added."""
+    if input.ndim == 2:
+        return fold(input.unsqueeze(0), output_size, kernel_size, dilation, padding, stride)[0]
+    settings = _window_settings("fold", kernel_size, dilation, padding, stride)
+    size = window.pair("fold", "output_size", output_size, 1)
+    (kh, kw), n = settings["kernel"], input.shape[0]
+    ho, wo = window.output_size("fold", (n, 1) + size, settings["kernel"], settings["stride"],
+                         settings["padding"], settings["dilation"])
+    if input.ndim != 3 or input.shape[1] % (kh * kw) or input.shape[2] != ho * wo:
+        raise RuntimeError(f"fold: expected input (N, C * {kh * kw}, {ho * wo}) for kernel "
+                           f"{(kh, kw)} and output size {size}, got shape {input.shape}")
+    c = input.shape[1] // (kh * kw)
+    windows = input.reshape(n, c, kh, kw, ho, wo).permute(1, 2, 3, 4, 5, 0)
+    return ops.Fold.apply(windows, in_shape=(n, c) + size, stride=settings["stride"],
+                          padding=settings["padding"], dilation=settings["dilation"])

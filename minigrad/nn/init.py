@@ -125,5 +125,6 @@ def default_parameters(weight_shape, bias=True, device=None, dtype=None, bias_si
     weight = Parameter(zeros(*weight_shape, dtype=dtype, device=device))
     bias = Parameter(zeros(bias_size or weight_shape[0], dtype=dtype, device=device)) \
         if bias else None
-    default_init_(weight, bias)
+    if weight.numel():   # a lazy layer's zero-size weight has nothing to draw
+        default_init_(weight, bias)
     return weight, bias

@@ -9,6 +9,8 @@ positional order.)
 Unlike PyTorch, which broadcasts an input and a target of different shapes with a warning,
 minigrad raises: a (N,) target against a (N, 1) input silently averages N*N differences.
 """
+import math
+
 from .. import ops
 from ..ops.loss import binary_cross_entropy, cross_entropy, nll_loss  # noqa: F401  (F's)
 from ..tensor import Tensor, as_tensor
@@ -89,4 +91,22 @@ def kl_div(input, target, *, reduction="mean", log_target=False):
         losses = target * (safe.log() - input)
     if batchmean:
         return losses.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(losses, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, *, eps=1e-8,
+                     reduction="mean"):
+    """The negative log-likelihood of `target` counts under a Poisson distribution of rate
+    exp(input) (log_input=True): exp(input) - target * input; of rate input otherwise:
+    input - target * log(input + eps). full adds Stirling's approximation of log(target!),
+    target * log(target) - target + log(2 pi target) / 2, where target > 1."""
+    target = _pair("poisson_nll_loss", input, target, reduction)
+    if log_input:
+        losses = ops.exp(input) - target * input
+    else:
+        losses = input - target * ops.log(input + eps)
+    if full:
+        counts = ops.where(target > 1, target, 1.0)   # the term is 0 at target <= 1
+        stirling = counts * ops.log(counts) - counts + 0.5 * ops.log(2 * math.pi * counts)
+        losses = losses + ops.where(target > 1, stirling, 0.0)
     return _reduce(losses, reduction)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy
 
 from ..backends import get_backend
-from ..tensor import Tensor
+from ..tensor import Tensor, to_arguments
 from ..version import bump_version
 
 
@@ -287,10 +287,12 @@ class Module:
             elif param.grad is not None:
                 param.grad.zero_()
 
-    def to(self, device=None, dtype=None):
-        """Move every parameter and buffer to `device` and/or cast floating ones to `dtype`,
-        in place: the Parameter objects stay the same, so an optimizer built before still
-        holds them. Gradients move along. Returns self."""
+    def to(self, *args, device=None, dtype=None, non_blocking=False):
+        """Move every parameter and buffer to `device` and/or cast floating ones to `dtype`
+        (to(dtype), to(device, dtype), to(tensor), as Tensor.to), in place: the Parameter
+        objects stay the same, so an optimizer built before still holds them. Gradients move
+        along. Returns self."""
+        device, dtype = to_arguments("Module.to", args, device, dtype)
         backend = None if device is None else get_backend(device)
         for module in self.modules():
             for registry in (module._parameters, module._buffers):

@@ -33,6 +33,7 @@ from .boolean import (
                          bitwise_not,
                          bitwise_or,
                          bitwise_xor,
+                         isclose,
                          isfinite,
                          isinf,
                          isnan,
@@ -41,6 +42,8 @@ from .compat import FloorDivide, bmm, floor_divide, masked_fill, mm
 from .conv import Conv2d, Conv2dWeight, ConvTranspose2d
 from .conv_functions import conv1d, conv2d, conv_transpose2d
 from .device import ToDevice, to_device
+from .distance import cdist, cosine_similarity, lp_normalize, pairwise_distance
+from .einsum import Einsum, einsum
 from .elementwise import (
                          Abs,
                          Add,
@@ -81,8 +84,24 @@ from .elementwise import (
                          tanh,
                          where,
 )
+from .exponential import (
+                         Expm1,
+                         Log1p,
+                         Log2,
+                         Log10,
+                         Reciprocal,
+                         Rsqrt,
+                         expm1,
+                         log1p,
+                         log2,
+                         log10,
+                         reciprocal,
+                         rsqrt,
+                         square,
+)
 from .fused_batch_norm import FusedBatchNorm, composed_batch_norm, fused_batch_norm
 from .fused_batch_norm_act import FusedBatchNormAct, composed_activation, fused_batch_norm_act
+from .histogram import HistogramResult, bucketize, histc, histogram, searchsorted
 from .indexing import GetItem, IndexAdd, IndexPut, getitem
 from .join import Concatenate, Pad, Stack, concatenate, pad, stack
 from .linalg import Linear, MatMul, linear, matmul
@@ -153,6 +172,18 @@ from .reduction import (
                          std,
                          sum,
                          var,
+)
+from .scatter import (
+                         Scatter,
+                         gather,
+                         index_add,
+                         index_select,
+                         masked_select,
+                         narrow,
+                         nonzero,
+                         scatter,
+                         scatter_add,
+                         unbind,
 )
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
 from .special import Erf, erf

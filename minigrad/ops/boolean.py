@@ -58,6 +58,19 @@ def isfinite(x):
     return _test("isfinite", x)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol * |b| elementwise, as a bool tensor; NaNs are equal only with
+    equal_nan. Both tensors of one dtype and device, as in PyTorch."""
+    if not isinstance(b, Tensor):
+        raise TypeError(f"isclose: other must be a Tensor, got {type(b).__name__}")
+    if a.dtype != b.dtype or a.device != b.device:
+        raise RuntimeError(f"isclose: the tensors must have one dtype and device, got "
+                           f"{a.dtype} on {a.device} and {b.dtype} on {b.device}")
+    xp = a._backend.xp
+    return Tensor.from_array(xp.asarray(xp.isclose(a.array, b.array, rtol, atol, equal_nan)),
+                             a._backend)
+
+
 def _logical_reduction(op, x, dim, keepdim, axis, keepdims):
     dim, keepdim = dim_keywords(op, dim, keepdim, axis, keepdims)
     axes = normalize_axes(op, dim, x.shape)

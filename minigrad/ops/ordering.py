@@ -36,15 +36,20 @@ class PutAlongAxis(Op):
         xp = ctx.xp
         ctx.indices, ctx.axis = indices, axis
         out = xp.zeros(shape, dtype=g.dtype)
-        # the full advanced index of every entry of `indices`, so repeats accumulate (add.at)
-        grid = list(xp.indices(indices.shape, sparse=True))
-        grid[axis] = indices
-        xp.add.at(out, tuple(grid), g)
+        xp.add.at(out, along_axis(xp, indices, axis), g)   # repeated indices accumulate
         return out
 
     @staticmethod
     def backward(ctx, gg):
         return TakeAlongAxis.apply(gg, indices=ctx.indices, axis=ctx.axis)
+
+
+def along_axis(xp, indices, axis):
+    """The full advanced index that `indices` along `axis` stands for: every other axis indexed
+    by its own position, so out[along_axis(...)] is one element per entry of `indices`."""
+    grid = list(xp.indices(indices.shape, sparse=True))
+    grid[axis] = indices
+    return tuple(grid)
 
 
 def _sorting_indices(xp, x, axis, descending):
