@@ -18,6 +18,13 @@ a JSON description of the structure, which `load` uses to give back the same str
 
 Saving is atomic (see `minigrad.atomic`): a crash or an exception mid-write leaves any earlier
 file under `path` as it was.
+
+Saving while another thread trains: each tensor is stored as it was before or after each of
+minigrad's own in-place changes (optimizer steps, in-place ops, batch norm's running statistics),
+never a mix of two steps within one tensor: `state_dict()` and `save` copy each tensor holding
+the lock those changes hold (minigrad/version.py). Different tensors may come from different
+steps; for a checkpoint of one step, save between steps (in the training thread, or while it
+waits). NumPy arrays in `state` are written as they are: changing them meanwhile is a race.
 """
 import json
 import math
@@ -28,6 +35,7 @@ import numpy
 from .atomic import atomic_write
 from .formats import CheckpointError, fail, npz, pytorch, safetensors
 from .tensor import Tensor
+from .version import IN_PLACE_LOCK
 
 __all__ = ["CheckpointError", "load", "save"]
 
@@ -54,7 +62,9 @@ def _is_array(value):
 def _as_array(value, where, check):
     """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
     if isinstance(value, Tensor):
-        value = value.numpy(force=True)
+        with IN_PLACE_LOCK:     # a copy between minigrad's in-place changes: never a mix
+            array = value.numpy(force=True)
+            value = array.copy() if value.device == "cpu" else array
     try:
         array = numpy.asarray(value, order="C")
     except Exception as error:  # a foreign array type that refuses conversion

@@ -17,7 +17,7 @@ import numpy
 
 from ..backends import get_backend
 from ..tensor import Tensor
-from ..version import bump_version
+from ..version import IN_PLACE_LOCK, bump_version
 
 
 class Parameter(Tensor):
@@ -444,9 +444,11 @@ def _move(tensor, backend, dtype):
 
 
 def _numpy_copy(tensor):
-    """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it)."""
-    array = tensor.numpy(force=True)
-    return array.copy() if tensor.device == "cpu" else array
+    """A NumPy array that owns its memory (on the CPU `numpy()` is a view, so copy it), taken
+    between minigrad's in-place changes (see minigrad/version.py)."""
+    with IN_PLACE_LOCK:
+        array = tensor.numpy(force=True)
+        return array.copy() if tensor.device == "cpu" else array
 
 
 def _checked_array(key, value, target):
