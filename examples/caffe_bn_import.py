@@ -1,6 +1,6 @@
 """Batch norm in Caffe's two checkpoint layouts, as blobs and as real .caffemodel files.
 
-    python examples/caffe_bn_import.py [--out DIR]
+    python examples/caffe_bn_import.py [--out runs/caffe_bn_import]
 
 The complaint (an NVIDIA/caffe issue): BVLC Caffe stores batch norm as a BatchNorm layer with
 three blobs [mean * s, var * s, s] followed by a Scale layer [gamma, beta]; NVIDIA Caffe fuses
@@ -208,8 +208,8 @@ def model_files(out, s):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=".", help="folder for the .caffemodel files "
-                        "(default: the current one)")
+    parser.add_argument("--out", default="runs/caffe_bn_import",
+                        help="folder for the .caffemodel files (default runs/caffe_bn_import)")
     args = parser.parse_args(argv)
     s = blob_layouts(np.random.default_rng(0))
     try:

@@ -18,12 +18,13 @@ bumps its version counter (minigrad/version.py). With autograd:
 from . import autograd, grad_mode, hooks, ops
 from .ops.indexing import IndexPut, normalize_index
 from .tensor import Tensor, as_tensor
-from .version import bump_version
+from .version import bump_version, in_place
 
 _ARITHMETIC = {"add_": ops.add, "sub_": ops.sub, "mul_": ops.mul, "div_": ops.div}
 _UFUNC = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
 
 
+@in_place
 def arithmetic(x, name, other, alpha=1):
     """x <- x (+ - * /) other, other broadcast to x's shape; add_ and sub_ scale it by alpha."""
     value = _operand(x, name, other)
@@ -42,6 +43,7 @@ def arithmetic(x, name, other, alpha=1):
     return x
 
 
+@in_place
 def assign(x, name, index, value):
     """x[index] <- value (copy_, fill_ and zero_ assign to x[...]), cast to x's dtype."""
     if name == "fill_" and isinstance(value, Tensor) and value.ndim != 0:
@@ -63,6 +65,7 @@ def assign(x, name, index, value):
     return x
 
 
+@in_place
 def clamp(x, min=None, max=None):
     """x <- min(max(x, min), max); values outside get the gradient 0, as in PyTorch."""
     if min is None and max is None:

@@ -18,7 +18,15 @@ a JSON description of the structure, which `load` uses to give back the same str
 
 Saving is atomic (see `minigrad.atomic`): a crash or an exception mid-write leaves any earlier
 file under `path` as it was.
+
+Saving while another thread trains: each tensor is stored as it was before or after each of
+minigrad's own in-place changes (optimizer steps, in-place ops, batch norm's running statistics),
+never a mix of two steps within one tensor: `state_dict()` and `save` copy each tensor holding
+the lock those changes hold (minigrad/version.py). Different tensors may come from different
+steps; for a checkpoint of one step, save between steps (in the training thread, or while it
+waits). NumPy arrays in `state` are written as they are: changing them meanwhile is a race.
 """
+import json
 import math
 import os
 
@@ -27,12 +35,14 @@ import numpy
 from .atomic import atomic_write
 from .formats import CheckpointError, fail, npz, pytorch, safetensors
 from .tensor import Tensor, as_tensor
+from .version import IN_PLACE_LOCK
 
 __all__ = ["CheckpointError", "load", "save"]
 
 _FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz,
             **dict.fromkeys(pytorch.EXTENSIONS, pytorch)}
 _RESERVED_NAMES = {safetensors.METADATA}   # names a flat dict cannot use as array names
+_DEFAULT_EXPANSION, _DEFAULT_ALLOWANCE = 8, 64 << 20   # load's default max_bytes (see load)
 
 
 def _format(path, action):
@@ -52,7 +62,9 @@ def _is_array(value):
 def _as_array(value, where, check):
     """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
     if isinstance(value, Tensor):
-        value = value.numpy(force=True)
+        with IN_PLACE_LOCK:     # a copy between minigrad's in-place changes: never a mix
+            array = value.numpy(force=True)
+            value = array.copy() if value.device == "cpu" else array
     try:
         array = numpy.asarray(value, order="C")
     except Exception as error:  # a foreign array type that refuses conversion
@@ -119,34 +131,58 @@ def _flatten(state, check):
     return flattener.arrays, structure
 
 
-def _unflatten(node, arrays, device, used, path, extension):
-    """The state described by `node`; CheckpointError for a structure that is not one."""
-    def bad(what):
-        return fail(path, extension, f"the stored structure is damaged ({what})")
+class _Builder:
+    """The json object_pairs_hook that turns the stored structure back into the state while it
+    is parsed: each node (a one-key object) becomes its value at once, innermost first, so no
+    second tree of the structure is held next to the state. Every array may be used once."""
 
-    if node is None or isinstance(node, (bool, int, float, str)):
-        return node
-    if not (isinstance(node, dict) and len(node) == 1):
-        raise bad(f"unexpected node {node!r:.80}")
-    (kind, content), = node.items()
-    if kind in ("tensor", "array", "scalar"):
-        if not isinstance(content, str) or content not in arrays or content in used:
-            raise bad(f"{kind} {content!r:.80} is not one of the stored arrays")
-        used.add(content)
-        array = arrays[content]
-        if kind == "tensor":
-            return as_tensor(array, device=device)
-        return array[()] if kind == "scalar" else array
-    if kind == "float" and content in ("nan", "inf", "-inf"):
-        return float(content)
-    if kind in ("list", "tuple") and isinstance(content, list):
-        items = [_unflatten(v, arrays, device, used, path, extension) for v in content]
-        return items if kind == "list" else tuple(items)
-    if kind == "dict" and isinstance(content, list) and all(
-            isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
-            for item in content):
-        return {k: _unflatten(v, arrays, device, used, path, extension) for k, v in content}
-    raise bad(f"unexpected node {node!r:.80}")
+    def __init__(self, arrays, device, path, extension):
+        self.arrays, self.device, self.path, self.extension = arrays, device, path, extension
+        self.used = set()
+
+    def bad(self, what):
+        return fail(self.path, self.extension, f"the stored structure is damaged ({what})")
+
+    def __call__(self, pairs):
+        if len(pairs) != 1:
+            raise self.bad(f"unexpected node {dict(pairs)!r:.80}")
+        (kind, content), = pairs
+        if kind in ("tensor", "array", "scalar"):
+            if not isinstance(content, str) or content not in self.arrays or content in self.used:
+                raise self.bad(f"{kind} {content!r:.80} is not one of the stored arrays")
+            self.used.add(content)
+            array = self.arrays[content]
+            if kind == "tensor":
+                return as_tensor(array, device=self.device)
+            return array[()] if kind == "scalar" else array
+        if kind == "float" and content in ("nan", "inf", "-inf"):
+            return float(content)
+        if kind in ("list", "tuple") and isinstance(content, list):
+            return content if kind == "list" else tuple(content)
+        if kind == "dict" and isinstance(content, list) and all(
+                isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
+                for item in content):
+            return dict(content)
+        raise self.bad(f"unexpected node {dict(pairs)!r:.80}")
+
+
+def _unflatten(text, arrays, device, path, extension):
+    """The state the structure's JSON `text` describes; CheckpointError for one that is not."""
+    builder = _Builder(arrays, device, path, extension)
+    try:
+        state = json.loads(text, object_pairs_hook=builder)
+    except RecursionError:
+        raise fail(path, extension, "the stored structure is nested too deeply") from None
+    except CheckpointError:
+        raise
+    except ValueError as error:
+        raise fail(path, extension, f"the stored structure is not valid JSON "
+                                    f"({str(error):.200})") from None
+    if len(builder.used) != len(arrays):
+        unused = [name for name in arrays if name not in builder.used]
+        raise fail(path, extension, f"the stored structure does not use the arrays "
+                                    f"{unused[:5]}")
+    return state
 
 
 def save(state, path):
@@ -166,7 +202,7 @@ def save(state, path):
         raise ValueError("save: state is nested too deeply to store, or contains itself") from None
 
 
-def load(path, device=None):
+def load(path, device=None, max_bytes=None):
     """Read a checkpoint written by `save`, any .safetensors / .npz file of plain arrays, or a
     .pt / .pth file written by `torch.save` (weights only: tensors in dicts, lists, tuples,
     numbers and strings; anything else is refused before it could run). From a .pt file tensors
@@ -176,28 +212,30 @@ def load(path, device=None):
     device is given. Nested state comes back with the same structure: NumPy arrays and scalars
     as they were saved, Tensors as Tensors on `device` (default the CPU).
 
+    max_bytes: the most bytes the file's arrays may take in memory, checked before any is read.
+    The default (None) is what is safe for a file from anywhere: 8 times the file's size plus
+    64 MiB. Every uncompressed file passes it (all .safetensors files, and .npz files written
+    by `save` or `numpy.savez`), while a compressed .npz crafted to expand (a 1 MB deflate bomb
+    holding a valid 1 GiB array) is refused before anything is decompressed. To load a highly
+    compressed file you trust, pass a larger number, or `math.inf`.
+
     Integrity: in .safetensors files written by minigrad every tensor's SHA-256 and the header's
     are verified; files written by other tools have no digests, so that check is skipped for
     them (their layout is still checked). In .npz files the zip CRC of each member is verified,
     and minigrad's manifest must list exactly the members present (archives from other tools
     have no manifest; that check is skipped). A truncated, corrupt or foreign file raises
     CheckpointError (a ValueError) naming the file and the cause; a missing one
-    FileNotFoundError."""
+    FileNotFoundError. The memory a load takes, even of a hostile file, is a small multiple of
+    the file's size and of what it loads (tests/test_hostile_files.py measures it)."""
     path = os.fspath(path)
     extension = _format(path, "load")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load: no checkpoint file {path!r}")
-    arrays, structure = _FORMATS[extension].read(path)
+    if max_bytes is None:
+        max_bytes = _DEFAULT_EXPANSION * os.path.getsize(path) + _DEFAULT_ALLOWANCE
+    arrays, structure = _FORMATS[extension].read(path, max_bytes)
     if structure is None:
         if device is None:
             return arrays
         return {name: as_tensor(a, device=device) for name, a in arrays.items()}
-    used = set()
-    try:
-        state = _unflatten(structure, arrays, device, used, path, extension)
-    except RecursionError:
-        raise fail(path, extension, "the stored structure is nested too deeply") from None
-    if used != set(arrays):
-        raise fail(path, extension, f"the stored structure does not use the arrays "
-                                    f"{sorted(set(arrays) - used)[:5]}")
-    return state
+    return _unflatten(structure, arrays, device, path, extension)

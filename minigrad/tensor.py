@@ -14,6 +14,7 @@ or divided by anything is float32, and two tensors promote as torch.result_type 
 an uninitialised (2, 3) tensor of the default float dtype, `Tensor([1, 2])` data in that dtype.
 """
 import numbers
+import reprlib
 
 from . import autograd, grad_mode
 from .backends import backend_of, get_backend, normalize_device
@@ -32,6 +33,17 @@ def _dtype_of_python_data(kind):
             "c": default_complex_dtype()}.get(kind)
 
 
+_MAX_DIMS = 64   # NumPy's (and PyTorch's) most dimensions
+
+
+def _nesting(data):
+    """How deep the first elements of nested lists go (counted up to _MAX_DIMS + 1)."""
+    depth = 0
+    while isinstance(data, (list, tuple)) and data and depth <= _MAX_DIMS:
+        data, depth = data[0], depth + 1
+    return depth
+
+
 def _as_array(data, dtype, device, copy):
     """`data` as an array of the backend of `device` (default: where `data` is), with the dtype
     rules above; a copy when `copy` or when it must move, else the array itself if it fits."""
@@ -47,8 +59,11 @@ def _as_array(data, dtype, device, copy):
         try:
             array = xp.asarray(data)
         except ValueError:
+            if _nesting(data) > _MAX_DIMS:
+                raise ValueError(f"tensor: the nested lists are more than {_MAX_DIMS} deep, but "
+                                 f"a tensor has at most {_MAX_DIMS} dimensions") from None
             raise ValueError(f"tensor: the nested lists are not rectangular (every list at one "
-                             f"depth must have the same length): {str(data)[:60]}") from None
+                             f"depth must have the same length): {reprlib.repr(data)}") from None
         if _dtype_of_python_data(array.dtype.kind) is not None:
             array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:
@@ -598,7 +613,10 @@ class Tensor(TensorMethods):
         if start > end:
             raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                              f"(tensor of shape {shape})")
-        return self.reshape(shape[:start] + (-1,) + shape[end + 1:])
+        merged = 1
+        for n in shape[start:end + 1]:   # the size itself, not -1: it may be 0 (an empty batch)
+            merged *= n
+        return self.reshape(shape[:start] + (merged,) + shape[end + 1:])
 
     def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
     def squeeze(self, dim=None): return ops.squeeze(self, dim)

@@ -7,7 +7,26 @@ as in PyTorch: `x.detach()`, and the outputs of ops that return a view of an inp
 output for its backward, the node remembers that tensor's counter and its value then; backward
 through the node compares, and a change is an error that names the op and the tensor, instead
 of a gradient silently computed from the wrong numbers.
+
+One lock, `IN_PLACE_LOCK`, is held by every in-place change minigrad makes to a tensor's memory
+(the in-place ops, optimizer steps, batch norm's running statistics) and by the copies that
+`state_dict()`, `Optimizer.state_dict()` and `mg.save` take of a tensor, so a tensor saved
+while another thread trains is its value before or after each change, never a mix of two steps.
+(Different tensors may still come from different steps: save between steps for one step.)
 """
+import functools
+import threading
+
+IN_PLACE_LOCK = threading.RLock()
+
+
+def in_place(function):
+    """`function` (an in-place change of a tensor) run holding IN_PLACE_LOCK."""
+    @functools.wraps(function)
+    def locked(*args, **kwargs):
+        with IN_PLACE_LOCK:
+            return function(*args, **kwargs)
+    return locked
 
 
 class VersionCounter:

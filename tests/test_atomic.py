@@ -41,22 +41,33 @@ while True:
 """
 
 
+def _partial_write(folder, pid):
+    """Whether `folder` holds a temporary of process `pid` with some bytes written."""
+    for name in _temporaries(folder):
+        if f"~{pid}~" in name:
+            with contextlib.suppress(FileNotFoundError):    # renamed meanwhile
+                return os.path.getsize(os.path.join(folder, name)) > 0
+    return False
+
+
 def _kill_mid_save(folder, target):
-    """Start a process saving `target` in a loop and kill -9 it while a temporary exists.
-    Returns the killed (not yet reaped) process."""
-    for _ in range(10):
+    """Start a process saving `target` in a loop and kill -9 it while a temporary with bytes
+    in it exists. Returns the killed (not yet reaped) process. Whether the kill landed mid-write
+    is checked after it (a temporary only grows until it is renamed), so timing cannot fail
+    the caller: a kill that came between two writes is retried."""
+    for _ in range(20):
         child = subprocess.Popen([sys.executable, "-c", SAVER, str(target)], env=_env(),
                                  stdout=subprocess.PIPE, text=True)
         assert child.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(
-                f"~{child.pid}~" in name for name in _temporaries(folder)):
+        while time.monotonic() < deadline and not _partial_write(folder, child.pid):
             time.sleep(0.002)
         child.send_signal(signal.SIGKILL)
         child.stdout.close()
-        if any(f"~{child.pid}~" in name for name in _temporaries(folder)):
+        _wait_until_dead(child)
+        if _partial_write(folder, child.pid):
             return child
-        child.wait()     # the kill came just after a rename: try again
+        child.wait()     # the kill came after a rename or before the first byte: try again
     pytest.fail("never caught the saver mid-write")
 
 

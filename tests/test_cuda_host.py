@@ -269,3 +269,21 @@ def test_address_sanitizer_catches_reading_past_the_end(libraries):
     result = _sanitized("address", f"{library}:past_the_end", "4x3x8x8-axis1-float32-gamma-beta")
     assert result.returncode != 0
     assert "AddressSanitizer: heap-buffer-overflow" in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("shape, axis", [((16, 3, 32, 32), 1), ((512, 8), 1)])
+def test_a_large_mean_next_to_a_small_spread_keeps_its_digits(kernels, shape, axis):
+    """float32 data of mean 1e3 and sd 1: y = a*(x - p) + b with p the channel's first value
+    stays within a few float32 ulps of 1 of the float64 answer (a*x + (beta - mean*a), rounded
+    at 1e3, is off by ~3e-5), in training and in inference with the float64 statistics."""
+    rng = numpy.random.default_rng(0)
+    x = (1e3 + rng.standard_normal(shape)).astype(numpy.float32)
+    axes = tuple(i for i in range(len(shape)) if i != axis)
+    x64 = x.astype(numpy.float64)
+    mean, var = x64.mean(axis=axes, keepdims=True), x64.var(axis=axes, keepdims=True)
+    reference = (x64 - mean) / numpy.sqrt(var + 1e-5)
+    y = kernels.forward_train(x, None, None, axis, 1e-5)[0]
+    assert numpy.abs(y - reference).max() < 4e-6
+    y = kernels.forward_infer(x, None, None, mean.reshape(-1).astype(numpy.float32),
+                              var.reshape(-1).astype(numpy.float32), axis, 1e-5)
+    assert numpy.abs(y - reference).max() < 1e-4     # the given mean is rounded at 1e3 here

@@ -191,6 +191,9 @@ def test_caffe_bn_import(tmp_path):
     assert "BatchNorm 3 blobs + Scale 2 blobs (s = 1)" in out
     assert "BatchNorm 5 blobs (correction = 1)" in out
     assert numbers(line_with(out, "max |from_bvlc(to_bvlc"))[-1] == 0
+    files = sorted(os.listdir(tmp_path / "runs" / "caffe_bn_import"))    # not the current folder
+    assert files == ["lenet_bn_bvlc.caffemodel", "lenet_bn_nvcaffe.caffemodel"]
+    assert sorted(os.listdir(tmp_path)) == ["runs"]
 
 
 def _torch_lenet_bn_from_caffe(layers):

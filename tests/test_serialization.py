@@ -332,3 +332,44 @@ def test_low_precision_without_ml_dtypes_is_an_unsupported_dtype(tmp_path, ml, m
     with pytest.raises(mg.CheckpointError, match="unsupported dtype 'BF16'.*ml_dtypes") as info:
         mg.load(tmp_path / "b.safetensors")
     assert str(tmp_path / "b.safetensors") in str(info.value)
+
+
+@pytest.mark.parametrize("change", ["optimizer step", "in-place op", "running statistics"])
+@pytest.mark.parametrize("what", ["state_dict", "tensors"])
+def test_a_save_while_another_thread_trains_stores_each_tensor_from_one_step(tmp_path, change,
+                                                                             what):
+    """Every change moves every element of a tensor alike (a constant gradient, a constant
+    batch), so a tensor saved mid-change would hold two values; the lock that minigrad's
+    in-place changes and its copies take rules that out (without it, this fails within a few
+    saves)."""
+    import threading
+
+    linear, bn = mg.nn.Linear(512, 1024), mg.nn.BatchNorm1d(1 << 16)
+    with mg.no_grad():
+        linear.weight.zero_()
+    linear.weight.grad = mg.ones(*linear.weight.shape)
+    optimizer = mg.optim.SGD([linear.weight], lr=1.0)
+    batch = mg.full((4, 1 << 16), 3.0)
+    steps = {"optimizer step": optimizer.step,
+             "in-place op": lambda: linear.weight.data.sub_(1.0),
+             "running statistics": lambda: bn(batch)}
+    stop = threading.Event()
+
+    def train():
+        while not stop.is_set():
+            steps[change]()
+    thread = threading.Thread(target=train)
+    thread.start()
+    try:
+        for i in range(12):
+            state = ({**linear.state_dict(), **bn.state_dict()} if what == "state_dict" else
+                     {"weight": linear.weight, "running_mean": bn.running_mean,
+                      "running_var": bn.running_var})
+            path = tmp_path / f"live{i % 2}.safetensors"
+            mg.save(state, path)
+            loaded = mg.load(path)
+            for key in ("weight", "running_mean", "running_var"):
+                assert np.unique(loaded[key]).size == 1, key
+    finally:
+        stop.set()
+        thread.join()

@@ -21,10 +21,12 @@
 //                             large mean next to a small spread costs no digits
 //   bn_finalize_stats         per channel: Chan-merge the S triples; mean = shift + merged mean,
 //                             var = M2 / M, rstd = 1 / sqrt(var + eps); coefficients
-//                             a = gamma*rstd, b = beta - mean*a (the running statistics are
-//                             updated by the caller, from mean and var)
-//   bn_apply                  y = a*x + b
-// Inference forward: bn_infer_coeffs (a, b from the given mean and var), then bn_apply.
+//                             a = gamma*rstd, b = beta - (merged mean)*a, p = shift (the
+//                             running statistics are updated by the caller, from mean and var)
+//   bn_apply                  y = a*(x - p) + b: x - p is exact and b small, where a*x +
+//                             (beta - mean*a) would cancel the digits of a large mean
+// Inference forward: bn_infer_coeffs (a, b = beta, p = mean from the given statistics), then
+// bn_apply.
 // Backward, three launches:
 //   bn_bwd_reduce_{planar,rows}  partial sum(g) and sum(g*(x - mean)) in one pass -> [2][S][C]
 //   bn_bwd_finalize           dbeta = sum(g), dgamma = rstd*sum(g*(x - mean)) (each only when
@@ -34,8 +36,8 @@
 //   which is dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
 //
 // Batch norm + activation (fused_batch_norm_act) uses the same kernels: bn_apply applies the
-// activation after a*x + b (`act`), and the three backward launches read, in place of (g, x), the
-// output z and recover what they need from it (`act`, see bwd_pair below).
+// activation after a*(x - p) + b (`act`), and the three backward launches read, in place of
+// (g, x), the output z and recover what they need from it (`act`, see bwd_pair below).
 //
 // Every kernel is launched with BN_BLOCK threads in x (the planner in cuda_batch_norm.py reads
 // the same constant). VEC is the number of elements moved per load: 16 bytes' worth where the
@@ -376,7 +378,8 @@ bn_stats_rows(const T* __restrict__ x, unsigned channels, unsigned rows, unsigne
 }
 
 // One thread per channel: merge the S partial triples in order (deterministic), add back the
-// shift, then the statistics and the coefficients of y = a*x + b. gamma and beta may be null.
+// shift, then the statistics and the coefficients [a; b; p] of y = a*(x - p) + b. gamma and
+// beta may be null.
 template <typename Acc>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned channels, Acc count,
@@ -401,13 +404,14 @@ bn_finalize_stats(const Acc* __restrict__ partials, unsigned splits, unsigned ch
   rstd[c] = r;
   const Acc a = gamma ? gamma[c] * r : r;
   coef[c] = a;
-  coef[channels + c] = (beta ? beta[c] : Acc(0)) - m * a;
+  coef[channels + c] = (beta ? beta[c] : Acc(0)) - w.mean * a;
+  coef[2 * channels + c] = partials[3 * plane + c];
 }
 
 // ------------------------------------------------------------------ inference
 
-// Coefficients of y = a*x + b from given statistics: a = gamma / sqrt(var + eps),
-// b = beta - mean*a. gamma and beta may be null.
+// Coefficients [a; b; p] of y = a*(x - p) + b from given statistics: a = gamma / sqrt(var +
+// eps), b = beta, p = mean. gamma and beta may be null.
 template <typename Acc>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_infer_coeffs(const Acc* __restrict__ mean, const Acc* __restrict__ var,
@@ -417,7 +421,8 @@ bn_infer_coeffs(const Acc* __restrict__ mean, const Acc* __restrict__ var,
   if (c >= channels) return;
   const Acc r = Acc(1) / bn_sqrt(var[c] + eps), a = gamma ? gamma[c] * r : r;
   coef[c] = a;
-  coef[channels + c] = (beta ? beta[c] : Acc(0)) - mean[c] * a;
+  coef[channels + c] = beta ? beta[c] : Acc(0);
+  coef[2 * channels + c] = mean[c];
 }
 
 // ------------------------------------------------------------------ elementwise passes
@@ -429,7 +434,7 @@ __device__ __forceinline__ unsigned pack_channel(unsigned first, unsigned inner,
   return (first / inner) % channels + (inner == 1 ? v : 0u);
 }
 
-// y = act(a*x + b) per channel, coef = [a; b]; grid-stride over the packs of x.
+// y = act(a*(x - p) + b) per channel, coef = [a; b; p]; grid-stride over the packs of x.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BN_BLOCK)
 bn_apply(const T* __restrict__ x, T* __restrict__ y,
@@ -445,8 +450,9 @@ bn_apply(const T* __restrict__ x, T* __restrict__ y,
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
       const unsigned c = pack_channel(j * VEC, inner, channels, v);
-      q.v[v] = from_acc<T>(bn_activate(bn_fma(coef[c], to_acc(p.v[v]), coef[channels + c]),
-                                       act, param));
+      q.v[v] = from_acc<T>(bn_activate(
+          bn_fma(coef[c], to_acc(p.v[v]) - coef[2 * channels + c], coef[channels + c]), act,
+          param));
     }
     out[j] = q;
   }

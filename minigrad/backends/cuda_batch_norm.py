@@ -255,7 +255,7 @@ class CudaBatchNorm:
         partials, splits = self._reduce(_STATS, plan, (x,))
         stats = xp.empty((3, c), acc)
         mean, var, rstd = stats
-        coef = xp.empty((2, c), acc)
+        coef = xp.empty((3, c), acc)      # a, b, p of y = a*(x - p) + b
         self._run(plan, plan.acc_name("bn_finalize_stats"), self._channel_grid(plan), (
             partials, numpy.uint32(splits), numpy.uint32(c), plan.scalar(plan.count),
             plan.scalar(eps), _or_null(gamma), _or_null(beta), mean, var, rstd, coef))
@@ -272,7 +272,7 @@ class CudaBatchNorm:
                   for name, a in (("mean", mean), ("var", var), ("gamma", gamma), ("beta", beta))]
         if params[0] is None or params[1] is None:
             raise ValueError(f"{op}: the inference form needs both mean and var")
-        coef = xp.empty((2, c), acc)
+        coef = xp.empty((3, c), acc)      # a, b, p of y = a*(x - p) + b
         self._run(plan, plan.acc_name("bn_infer_coeffs"), self._channel_grid(plan), (
             *map(_or_null, params), numpy.uint32(c), plan.scalar(eps), coef))
         self._apply(plan, x, y, coef, activation)

@@ -20,7 +20,9 @@ beta may be None). Statistics are accumulated in float32 for float16 input, and 
 precision otherwise; M = P*Q values per channel.
 
     forward:   mean = sum(x) / M,  var = sum((x - mean)^2) / M     (centred: stable; see _moments)
-               a = gamma * rstd,  b = beta - mean * a,  y = a * x + b  (rstd = 1 / sqrt(var + eps))
+               a = gamma * rstd,  y = a * (x - p) + (beta - (mean - p) * a)
+                                   (rstd = 1 / sqrt(var + eps); p a pivot near the mean, so the
+                                    digits of a large mean next to a small spread are kept)
     backward:  sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
                dgamma = sum_gxhat,  dbeta = sum_g
                dx = a * (g - (sum_g + xhat * sum_gxhat) / M)
@@ -66,6 +68,17 @@ def merge_moments(counts, means, squares, count):
     spread = means - mean
     var = (squares.sum(axis=0) + (counts * spread * spread).sum(axis=0)) / count
     return mean, var
+
+
+def _plain_where_infinite(xp, pivot, offset, plain):
+    """(pivot, offset) of the mean, where a channel holding inf or nan gets its plain mean
+    sum(x) / M (`plain`: the array, or a function giving it) and offset 0: inf for an inf among
+    finite values, nan for both infinities, as PyTorch's sums give (x - pivot would be nan)."""
+    finite = xp.isfinite(offset)
+    if bool(finite.all()):
+        return pivot, offset
+    plain = plain() if callable(plain) else plain
+    return xp.where(finite, pivot, plain), xp.where(finite, offset, 0)
 
 
 def _scale(gamma, rstd):
@@ -253,8 +266,8 @@ class ArrayBatchNorm:
             raise ValueError(f"normalize: no values to take statistics over: axes {axes} of a "
                              f"tensor of shape {x.shape}")
         kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
-        mean, var = self._moments(x3)
-        return mean.reshape(kept), var.reshape(kept)
+        pivot, offset, var = self._moments(x3)
+        return (pivot + offset).reshape(kept), var.reshape(kept)
 
     def standardize(self, x, mean, rstd, axes):
         """(x - mean) * rstd over `axes` (mean and rstd with kept dims, from `moments`), in x's
@@ -269,32 +282,41 @@ class ArrayBatchNorm:
         return restore(y3)
 
     def _moments(self, x3):
-        """Per-channel mean and biased variance of a (P, C, Q) array over P and Q, in the
-        accumulation dtype, with one read of x from memory. Each block, while in cache, is
-        centred on its rough mean c = sum(x) / n and summed again (the corrected two-pass
-        formula: its mean is c + sum(x - c) / n and M2 = sum((x - c)^2) - sum(x - c)^2 / n, so
-        the rounding of c costs nothing); the blocks are then combined exactly (Chan, Golub and
-        LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var = M2 / M."""
+        """(pivot, offset, var): per-channel mean = pivot + offset and biased variance of a
+        (P, C, Q) array over P and Q, in the accumulation dtype, with one read of x from memory.
+        Each block, while in cache, is centred on its rough mean c = sum(x) / n and summed again
+        (the corrected two-pass formula: its mean is c + sum(x - c) / n and M2 = sum((x - c)^2) -
+        sum(x - c)^2 / n, so the rounding of c costs nothing); the blocks are then combined
+        exactly (Chan, Golub and LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var =
+        M2 / M. The pivot is the first block's c, and each block's mean is kept relative to it
+        (c_b - pivot + sum(x - c_b) / n_b: small numbers), so the mean of data with a large
+        offset next to a small spread keeps the digits a rounded mean would lose (see _affine)."""
         xp = self.xp
         acc = accumulation_dtype(xp, x3.dtype)
         shape, blocks = self._plan(x3)
         scratch = self._scratch(shape, acc)
         if len(blocks) == 1:
-            mean, m2, n = self._block_moments(x3, scratch, acc)
-            return mean, m2 / n
+            rough, drift, m2, n = self._block_moments(x3, scratch, acc)
+            return (*_plain_where_infinite(xp, rough, drift, rough), m2 / n)
         channels = x3.shape[1]
-        means = xp.empty((len(blocks), channels), acc)
+        roughs = xp.empty((len(blocks), channels), acc)
+        offsets = xp.empty((len(blocks), channels), acc)
         squares = xp.empty((len(blocks), channels), acc)
         counts = xp.empty((len(blocks), 1), acc)
         for i, index in enumerate(blocks):
             block = x3[index]
-            means[i], squares[i], counts[i] = self._block_moments(
+            roughs[i], drift, squares[i], counts[i] = self._block_moments(
                 block, scratch[:block.shape[0], :, :block.shape[2]], acc)
-        return merge_moments(counts, means, squares, acc.type(x3.shape[0] * x3.shape[2]))
+            offsets[i] = (roughs[i] - roughs[0]) + drift
+        count = acc.type(x3.shape[0] * x3.shape[2])
+        offset, var = merge_moments(counts, offsets, squares, count)
+        pivot, offset = _plain_where_infinite(
+            xp, roughs[0], offset, lambda: (counts * roughs).sum(axis=0) / count)
+        return pivot, offset, var
 
     def _block_moments(self, block, centred, acc):
-        """(mean, M2, n) of one (p, C, q) block, centring it into the buffer `centred` (see
-        moments)."""
+        """(c, mean - c, M2, n) of one (p, C, q) block with c its rough mean, centring it into
+        the buffer `centred` (see _moments)."""
         xp = self.xp
         n = block.shape[0] * block.shape[2]
         # einsum: the fastest per-channel sums in NumPy (CuPy's takes no out=)
@@ -306,16 +328,16 @@ class ArrayBatchNorm:
         drift /= n
         m2 = _dot_sums(xp, centred, centred)
         m2 -= n * drift * drift
-        return rough + drift, m2, n
+        return rough, drift, m2, n
 
     # ---------------------------------------------------------------- the three kernels
     def forward_train(self, x, gamma, beta, axis, eps):
         xp = self.xp
         x3, order = channel_view(xp, x, axis)
-        mean, var = self._moments(x3)
+        pivot, offset, var = self._moments(x3)
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
-        y = from_channel_view(self._affine(x3, gamma, beta, mean, rstd), x.shape, order)
-        return y, mean, var, rstd
+        y = from_channel_view(self._affine(x3, gamma, beta, pivot, rstd, offset), x.shape, order)
+        return y, pivot + offset, var, rstd
 
     def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
         acc = accumulation_dtype(self.xp, x.dtype)
@@ -324,23 +346,30 @@ class ArrayBatchNorm:
         return from_channel_view(self._affine(x3, gamma, beta, mean.astype(acc), rstd), x.shape,
                                  order)
 
-    def _affine(self, x3, gamma, beta, mean, rstd):
-        """y = a * x + b per channel with a = gamma * rstd, b = beta - mean * a: one pass over x
-        and y, the add done on each block while it is still in cache. Input narrower than the
-        accumulation dtype (float16) is staged through the scratch buffer, so it is rounded once."""
+    def _affine(self, x3, gamma, beta, pivot, rstd, offset=None):
+        """y = a * (x - pivot) + b per channel with a = gamma * rstd, b = beta - offset * a
+        (mean = pivot + offset; offset None: 0): one pass over x and y, each block centred,
+        scaled and shifted while it is still in cache. With a pivot near the mean x - pivot is
+        exact and b small, where a * x + (beta - mean * a) would cancel the digits of a large
+        mean next to a small spread. Input narrower than the accumulation dtype (float16) is
+        staged through the scratch buffer, so it is rounded once."""
         xp = self.xp
         acc = rstd.dtype
         scale = _scale(gamma, rstd)
-        shift = -mean * scale if beta is None else beta.astype(acc, copy=False) - mean * scale
+        shift = xp.zeros_like(scale) if beta is None else beta.astype(acc)
+        if offset is not None:
+            shift -= offset * scale
+        vectors = [pivot, scale, shift]
         shape, blocks = self._plan(x3)
-        a, b = self._spread([scale, shift], x3, shape)
+        spread = self._spread(vectors, x3, shape)
         y3 = xp.empty(x3.shape, x3.dtype)
         staging = None if x3.dtype == acc else self._scratch(shape, acc)
         for index in blocks:
             block = x3[index]
             out = y3[index] if staging is None else staging[:block.shape[0], :, :block.shape[2]]
-            self._per_channel(xp.multiply, block, a, out)
-            self._per_channel(xp.add, out, b, out)
+            self._per_channel(xp.subtract, block, spread[0], out)
+            self._per_channel(xp.multiply, out, spread[1], out)
+            self._per_channel(xp.add, out, spread[2], out)
             if staging is not None:
                 y3[index] = out
         return y3

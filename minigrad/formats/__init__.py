@@ -1,10 +1,11 @@
 """The two checkpoint file formats behind `mg.save` / `mg.load`, and their one error type.
 
 Each format module has `check(array, where)` (raise TypeError before writing when the format
-cannot hold the array), `write(file, arrays, structure)` and `read(path) -> (arrays, structure)`,
-where `arrays` is {name: NumPy array} in file order and `structure` the JSON description of a
-nested state (None for a flat dict of arrays). Readers validate every size and offset against the
-file before allocating, so a damaged or hostile file is a CheckpointError, never a wrong load.
+cannot hold the array), `write(file, arrays, structure)` and `read(path, max_bytes) -> (arrays,
+structure)`, where `arrays` is {name: NumPy array} in file order (together at most `max_bytes`
+bytes) and `structure` the JSON text describing a nested state (None for a flat dict of
+arrays). Readers validate every size and offset against the file before allocating, so a
+damaged or hostile file is a CheckpointError, never a wrong load.
 """
 
 
@@ -16,3 +17,33 @@ class CheckpointError(ValueError):
 def fail(path, extension, cause):
     """The CheckpointError for the file `path`, read as `extension`, because of `cause`."""
     return CheckpointError(f"load: {path!r} is not a valid {extension} checkpoint: {cause}")
+
+
+MAX_DIMS = 64                  # NumPy's limit on an array's number of dimensions
+_MAX_ELEMENTS = (1 << 63) - 1  # an array's element count must fit in int64 (NumPy's intp)
+
+
+def check_shape(path, extension, name, shape):
+    """A CheckpointError unless `shape` (non-negative ints) is one NumPy can hold: at most 64
+    dimensions, whose product (zeros aside) fits in int64."""
+    size = 1
+    for dim in shape:
+        size *= max(dim, 1)
+    if len(shape) > MAX_DIMS or size > _MAX_ELEMENTS:
+        raise fail(path, extension, f"array {name!r:.100}: shape {str(shape):.100} has "
+                                    f"{len(shape)} dimensions and {size:.3g} elements; arrays "
+                                    f"hold at most {MAX_DIMS} dimensions and 2**63 - 1 elements")
+
+
+def unique_pairs(path, extension):
+    """A json object_pairs_hook that refuses an object with a key twice (JSON allows it, and
+    readers then disagree on which value counts: the reference safetensors reader refuses it)."""
+    def pairs_to_dict(pairs):
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen = set()
+            twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+            raise fail(path, extension, f"the key {twice!r:.100} appears twice in one JSON "
+                                        "object")
+        return result
+    return pairs_to_dict

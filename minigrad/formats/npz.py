@@ -3,12 +3,16 @@ allow_pickle=False, so NumPy's `np.load` reads minigrad's files and the other wa
 
 minigrad writes a manifest member first, `__minigrad__.json`:
 
-    {"format": "minigrad.npz/1", "arrays": [names in order], "structure": null | {...}}
+    {"format": "minigrad.npz/1", "arrays": [names in order], "structure": null | "{...}"}
+
+(the structure as JSON text, as in a .safetensors header; files written before hold it as a JSON
+object, and load the same).
 
 The zip CRC of every member catches flipped bytes; the manifest catches a damaged zip directory
 that silently drops members (it lists what must be there). Archives written by other tools have
 no manifest: they load with that check skipped. Every member's declared size is checked against
-the archive before anything is allocated or decompressed.
+the archive before anything is allocated or decompressed, and the sizes together against
+`max_bytes` (a deflated member may expand 1032-fold: a 1 MB file can hold a valid 1 GiB array).
 """
 import json
 import os
@@ -20,7 +24,7 @@ import zlib
 import numpy
 import numpy.lib.format as npy
 
-from . import CheckpointError, fail
+from . import CheckpointError, check_shape, fail, unique_pairs
 
 EXTENSION = ".npz"
 MANIFEST = "__minigrad__.json"
@@ -42,7 +46,8 @@ def check(array, where):
 
 
 def write(file, arrays, structure):
-    manifest = {"format": FORMAT, "arrays": list(arrays), "structure": structure}
+    manifest = {"format": FORMAT, "arrays": list(arrays),
+                "structure": None if structure is None else json.dumps(structure, allow_nan=False)}
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         archive.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
         for name, array in arrays.items():
@@ -50,7 +55,10 @@ def write(file, arrays, structure):
                 npy.write_array(member, array, allow_pickle=False)
 
 
-def read(path):
+def read(path, max_bytes):
+    """(arrays, structure): {name: array} in manifest order, and the JSON text of the nested
+    state's structure (None for a flat dict). CheckpointError when the arrays would take more
+    than `max_bytes` bytes, before any is read."""
     with open(path, "rb") as file:
         if file.read(2) != b"PK":  # every zip archive starts with a "PK" record
             raise fail(path, EXTENSION, "it is not a zip archive")
@@ -58,6 +66,7 @@ def read(path):
     try:
         with zipfile.ZipFile(path) as archive:
             members = _members(path, archive, size)
+            _check_total(path, members, max_bytes)
             manifest = _manifest(path, archive, members)
             names = manifest["arrays"] if manifest else list(members)
             arrays = {name: _array(path, archive, members[name], name) for name in names}
@@ -66,7 +75,19 @@ def read(path):
     except _DAMAGE as error:
         raise fail(path, EXTENSION, f"damaged zip archive or .npy member ({type(error).__name__}:"
                                     f" {error})") from None
-    return arrays, manifest["structure"] if manifest else None
+    structure = manifest["structure"] if manifest else None
+    if structure is not None and not isinstance(structure, str):   # written before: an object
+        structure = json.dumps(structure)
+    return arrays, structure
+
+
+def _check_total(path, members, max_bytes):
+    total = sum(info.file_size for info in members.values())
+    if total > max_bytes:
+        raise fail(path, EXTENSION, f"its members expand to {total} bytes, more than "
+                                    f"max_bytes={max_bytes} (a compressed file can expand "
+                                    "1032-fold; pass load(..., max_bytes=) a larger limit to "
+                                    "load a file you trust)")
 
 
 def _members(path, archive, size):
@@ -100,7 +121,8 @@ def _manifest(path, archive, members):
     info = members.pop(MANIFEST, None)
     if info is None:
         return None
-    manifest = json.loads(archive.read(info).decode("utf-8"))
+    manifest = json.loads(archive.read(info).decode("utf-8"),
+                          object_pairs_hook=unique_pairs(path, EXTENSION))
     if not (isinstance(manifest, dict) and manifest.get("format") == FORMAT
             and isinstance(manifest.get("arrays"), list)
             and all(isinstance(name, str) for name in manifest["arrays"])):
@@ -125,6 +147,7 @@ def _array(path, archive, info, name):
         if dtype.hasobject:
             raise fail(path, EXTENSION, f"array {name!r} holds Python objects, which can only "
                                         "be read with pickle (refused)")
+        check_shape(path, EXTENSION, name, shape)
         nbytes = dtype.itemsize
         for dim in shape:
             nbytes *= dim
@@ -132,8 +155,8 @@ def _array(path, archive, info, name):
             raise fail(path, EXTENSION, f"array {name!r}: its header promises shape {shape} of "
                                         f"{dtype} ({nbytes} bytes) but the member holds "
                                         f"{info.file_size - member.tell()} bytes of data")
-        data = numpy.empty(nbytes, numpy.uint8)
-        view, filled = memoryview(data), 0
+        array = numpy.empty(shape, dtype, order="F" if fortran_order else "C")
+        view, filled = memoryview(array.ravel(order="A").view(numpy.uint8)), 0
         while filled < nbytes:      # in pieces: zipfile copies each read once more
             piece = member.read(min(_PIECE, nbytes - filled))
             if not piece:
@@ -142,4 +165,4 @@ def _array(path, archive, info, name):
             filled += len(piece)
         if member.read(1):          # (reading to the end is what makes zipfile check the CRC)
             raise fail(path, EXTENSION, f"array {name!r} has bytes past its data")
-    return data.view(dtype).reshape(shape, order="F" if fortran_order else "C")
+    return array

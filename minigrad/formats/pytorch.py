@@ -26,6 +26,7 @@ Writing: every array becomes a tensor with its own storage; the pickle (protocol
 reads it.
 """
 import io
+import json
 import math
 import os
 import pickle
@@ -177,7 +178,9 @@ class _Pickler:
 
 
 # ---------------------------------------------------------------------------------- reading
-def read(path):
+def read(path, max_bytes):
+    """(arrays, structure as JSON text or None), as the other formats' readers (see
+    formats/__init__.py): CheckpointError when the records would take more than `max_bytes`."""
     extension = os.path.splitext(path)[1].lower()
 
     def bad(cause):
@@ -191,13 +194,17 @@ def read(path):
     try:
         with zipfile.ZipFile(path) as archive:
             records = _records(archive, size, bad)
+            total = sum(info.file_size for info in records.values())
+            if total > max_bytes:
+                raise bad(f"its records take {total} bytes, more than max_bytes={max_bytes}")
             if records.get("byteorder", None) is not None and \
                     archive.read(records["byteorder"]) != b"little":
                 raise bad("its storages are big-endian, which minigrad does not read")
             unpickler = _Unpickler(io.BytesIO(archive.read(records["data.pkl"])), archive,
                                    records, bad, _COPY_RATIO * size + _COPY_SLACK)
             state = unpickler.load()
-            return _structure(state, records["data.pkl"].file_size, bad)
+            arrays, structure = _structure(state, records["data.pkl"].file_size, bad)
+            return arrays, None if structure is None else json.dumps(structure)
     except CheckpointError:
         raise
     except _DAMAGE as error:

@@ -19,6 +19,7 @@ digests: they load with the digest check skipped.
 bfloat16 and float8 tensors (BF16, F8_E4M3, F8_E5M2, F8_E8M0) need the `ml_dtypes` package
 (`pip install minigrad[bf16]`); without it they are an "unsupported dtype" error.
 """
+import collections
 import functools
 import hashlib
 import json
@@ -26,7 +27,7 @@ import os
 
 import numpy
 
-from . import fail
+from . import CheckpointError, check_shape, fail, unique_pairs
 
 EXTENSION = ".safetensors"
 TENSOR_DIGESTS = "minigrad.tensor_sha256"
@@ -40,6 +41,7 @@ _NUMPY_CODES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I
 _ML_DTYPES_CODES = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
                     "F8_E8M0": "float8_e8m0fnu"}
 _PACKED_CODES = ("F4", "F6_E2M3", "F6_E3M2")   # sub-byte formats: no NumPy dtype holds them
+_CODES = {code: code for code in (*_NUMPY_CODES, *_ML_DTYPES_CODES)}   # one str per code
 
 
 @functools.cache
@@ -72,26 +74,39 @@ def _sha256(array):
     return hashlib.sha256(array.reshape(-1).view(numpy.uint8)).hexdigest()
 
 
-def _canonical(entries, metadata):
-    """The bytes the header digest covers: every tensor entry and every other metadata entry."""
+def _header_digest(tensors, metadata):
+    """SHA-256 of what the header digest covers: the canonical JSON (sorted keys, no spaces) of
+    {"metadata": every other metadata entry, "tensors": {name: entry}}, from `tensors` = {name:
+    (code, shape, begin, end)}, hashed entry by entry (no second copy of a large header)."""
     rest = {key: value for key, value in metadata.items() if key != HEADER_DIGEST}
-    return json.dumps({"tensors": entries, "metadata": rest}, sort_keys=True,
-                      separators=(",", ":")).encode()
+    digest = hashlib.sha256(b'{"metadata":' + _compact(rest, sort_keys=True) + b',"tensors":{')
+    for i, name in enumerate(sorted(tensors)):
+        code, shape, begin, end = tensors[name]
+        digest.update(f'{"," if i else ""}{json.dumps(name)}:{{"data_offsets":[{begin},{end}],'
+                      f'"dtype":{json.dumps(code)},"shape":[{",".join(map(str, shape))}]}}'
+                      .encode())
+    digest.update(b"}}")
+    return digest.hexdigest()
+
+
+def _compact(value, **options):
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, **options).encode()
 
 
 def write(file, arrays, structure):
     arrays = {name: numpy.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")
               for name, a in arrays.items()}
-    entries, offset = {}, 0
+    tensors, offset = {}, 0
     for name, array in arrays.items():
-        entries[name] = {"dtype": _code(array.dtype), "shape": list(array.shape),
-                         "data_offsets": [offset, offset + array.nbytes]}
+        tensors[name] = (_code(array.dtype), array.shape, offset, offset + array.nbytes)
         offset += array.nbytes
     metadata = {TENSOR_DIGESTS: json.dumps({name: _sha256(a) for name, a in arrays.items()})}
     if structure is not None:
         metadata[STRUCTURE] = json.dumps(structure, allow_nan=False)
-    metadata[HEADER_DIGEST] = hashlib.sha256(_canonical(entries, metadata)).hexdigest()
-    header = json.dumps({METADATA: metadata, **entries}, separators=(",", ":")).encode()
+    metadata[HEADER_DIGEST] = _header_digest(tensors, metadata)
+    header = _compact({METADATA: metadata, **{
+        name: {"dtype": code, "shape": list(shape), "data_offsets": [begin, end]}
+        for name, (code, shape, begin, end) in tensors.items()}})
     header += b" " * (-len(header) % 8)   # the tensors start 8-byte aligned, as the spec asks
     file.write(len(header).to_bytes(8, "little"))
     file.write(header)
@@ -99,7 +114,11 @@ def write(file, arrays, structure):
         file.write(array.reshape(-1).view(numpy.uint8))
 
 
-def read(path):
+def read(path, max_bytes):
+    """(arrays, structure): {name: array} in file order, and the JSON text of the nested state's
+    structure (None for a flat dict); CheckpointError when the arrays would take more than
+    `max_bytes` bytes. Memory: the header is parsed once into one dict, whose entries become the
+    checked layout and then the arrays in place."""
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         prefix = file.read(8)
@@ -110,38 +129,55 @@ def read(path):
         if length > size - 8:
             raise fail(path, EXTENSION, f"the header length {length} runs past the end of the "
                                         f"file ({size} bytes): truncated or not safetensors")
-        header = _parse_header(path, file.read(length))
+        if size - 8 - length > max_bytes:
+            raise fail(path, EXTENSION, f"its tensors take {size - 8 - length} bytes, more than "
+                                        f"max_bytes={max_bytes}")
+        header = _parse_header(path, file, length)
         metadata = _metadata(path, header.pop(METADATA, {}))
-        layout = _layout(path, header, size - 8 - length)
+        _layout(path, header, size - 8 - length)
         digests = _digests(path, header, metadata)
-        arrays = {}
-        for name, (dtype, shape, begin, end) in layout.items():
-            file.seek(8 + length + begin)
-            data = numpy.empty(end - begin, numpy.uint8)
-            if file.readinto(memoryview(data)) != len(data):
-                raise fail(path, EXTENSION, f"tensor {name!r} is cut short (the file shrank "
-                                            "while being read)")
-            array = data.view(dtype).reshape(shape)
+        for name, (code, shape, begin, end) in header.items():
+            array = numpy.empty(shape, _dtypes()[code])   # one array object: no views
+            if end > begin:
+                file.seek(8 + length + begin)
+                if file.readinto(memoryview(array.reshape(-1).view(numpy.uint8))) != end - begin:
+                    raise fail(path, EXTENSION, f"tensor {name!r} is cut short (the file shrank "
+                                                "while being read)")
             if digests is not None and _sha256(array) != digests[name]:
                 raise fail(path, EXTENSION, f"tensor {name!r} does not match its SHA-256 digest: "
                                             "its bytes changed after it was saved")
-            arrays[name] = array
-    structure = None
-    if STRUCTURE in metadata:
-        structure = _json(path, metadata[STRUCTURE], STRUCTURE)
-    return arrays, structure
+            header[name] = array
+    return header, metadata.get(STRUCTURE)
 
 
 def _json(path, text, what):
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_header_object(path))
+    except CheckpointError:
+        raise
     except (ValueError, RecursionError) as error:   # JSONDecodeError is a ValueError
-        raise fail(path, EXTENSION, f"{what} is not valid JSON ({error})") from None
+        raise fail(path, EXTENSION, f"{what} is not valid JSON ({str(error):.200})") from None
 
 
-def _parse_header(path, raw):
+_Entry = collections.namedtuple("_Entry", ["dtype", "shape", "data_offsets"])
+_ENTRY_KEYS = frozenset(_Entry._fields)
+
+
+def _header_object(path):
+    """The object_pairs_hook of the header: a tensor's entry becomes an _Entry (a small tuple,
+    not a dict), any other object a dict; a key twice in one object is refused."""
+    unique = unique_pairs(path, EXTENSION)
+
+    def hook(pairs):
+        if len(pairs) == 3 and {key for key, _ in pairs} == _ENTRY_KEYS:
+            return _Entry(**dict(pairs))
+        return unique(pairs)
+    return hook
+
+
+def _parse_header(path, file, length):
     try:
-        text = raw.decode("utf-8")
+        text = file.read(length).decode("utf-8")    # (the bytes are freed at once)
     except UnicodeDecodeError as error:
         raise fail(path, EXTENSION, f"garbage header: not UTF-8 text ({error})") from None
     header = _json(path, text, "the header")
@@ -159,13 +195,13 @@ def _metadata(path, metadata):
 
 
 def _layout(path, header, buffer_size):
-    """{name: (dtype, shape, begin, end)}, every entry checked against the buffer's size."""
-    layout = {}
+    """Check every entry of `header` against the buffer's size and replace it, in place, by
+    (dtype code, shape, begin, end)."""
     for name, entry in header.items():
-        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
-            raise fail(path, EXTENSION, f"tensor {name!r}: its entry must have exactly dtype, "
-                                        f"shape and data_offsets, found {entry!r:.200}")
-        code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(entry, _Entry):
+            raise fail(path, EXTENSION, f"tensor {name!r:.100}: its entry must have exactly "
+                                        f"dtype, shape and data_offsets, found {entry!r:.200}")
+        code, shape, offsets = entry
         if not isinstance(code, str):
             raise fail(path, EXTENSION, f"tensor {name!r}: dtype {code!r:.40} is not a string")
         if code not in _dtypes():
@@ -177,20 +213,21 @@ def _layout(path, header, buffer_size):
         if not (isinstance(shape, list) and all(_natural(d) for d in shape)):
             raise fail(path, EXTENSION, f"tensor {name!r}: shape {shape!r:.100} is not a list of "
                                         "non-negative integers")
+        check_shape(path, EXTENSION, name, shape)
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_natural, offsets))
                 and offsets[0] <= offsets[1] <= buffer_size):
             raise fail(path, EXTENSION, f"tensor {name!r}: data_offsets {offsets!r:.100} do not "
                                         f"lie within the {buffer_size}-byte data buffer")
-        dtype = _dtypes()[code]
-        nbytes = dtype.itemsize
+        nbytes = _dtypes()[code].itemsize
         for dim in shape:
             nbytes *= dim
         if nbytes != offsets[1] - offsets[0]:
             raise fail(path, EXTENSION, f"tensor {name!r}: shape {shape} of {code} needs {nbytes}"
                                         f" bytes, its offsets give {offsets[1] - offsets[0]}")
-        layout[name] = (dtype, tuple(shape), offsets[0], offsets[1])
-    end = 0
-    for name, (_, _, begin, stop) in sorted(layout.items(), key=lambda item: item[1][2:]):
+        header[name] = (_CODES[code], tuple(shape), offsets[0], offsets[1])
+    end, span = 0, buffer_size + 1
+    for name in sorted(header, key=lambda name: header[name][2] * span + header[name][3]):
+        _, _, begin, stop = header[name]
         if begin != end:
             raise fail(path, EXTENSION, f"tensor {name!r} starts at byte {begin} of the data, "
                                         f"expected {end}: tensors overlap or leave a hole")
@@ -198,7 +235,6 @@ def _layout(path, header, buffer_size):
     if end != buffer_size:
         raise fail(path, EXTENSION, f"the tensors cover {end} bytes of data but the file holds "
                                     f"{buffer_size}: trailing bytes or a damaged header")
-    return layout
 
 
 def _natural(value):
@@ -214,11 +250,12 @@ def _digests(path, header, metadata):
         if key not in metadata:
             raise fail(path, EXTENSION, f"the metadata has minigrad entries but no {key}: "
                                         "damaged header")
-    if hashlib.sha256(_canonical(header, metadata)).hexdigest() != metadata[HEADER_DIGEST]:
+    if _header_digest(header, metadata) != metadata[HEADER_DIGEST]:
         raise fail(path, EXTENSION, "the header does not match its SHA-256 digest: names, "
                                     "dtypes, shapes, offsets or metadata changed after saving")
     digests = _json(path, metadata[TENSOR_DIGESTS], TENSOR_DIGESTS)
-    if not isinstance(digests, dict) or set(digests) != set(header):
+    if not (isinstance(digests, dict) and len(digests) == len(header)
+            and all(name in digests for name in header)):
         raise fail(path, EXTENSION, f"{TENSOR_DIGESTS} does not list exactly the tensors in the "
                                     "header")
     return digests

@@ -25,7 +25,7 @@ from ..ops import (  # noqa: F401
 from ..ops import lp_normalize as normalize  # noqa: F401
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
-from ..version import bump_version
+from ..version import bump_version, in_place
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (  # noqa: F401
     binary_cross_entropy,
@@ -201,6 +201,7 @@ def _values_per_statistic(op, input, statistics, unit="channel"):
     return count
 
 
+@in_place
 def _update_running(running_mean, running_var, mean, var, count, factor):
     """running = (1 - factor) * running + factor * batch, in place on the buffers' arrays (so
     unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's

@@ -9,6 +9,7 @@ A module keeps three ordered registries, filled by plain attribute assignment:
 Names are PyTorch's, so `state_dict()` keys ("features.0.weight", "bn.running_mean") and layouts
 match a PyTorch model built the same way.
 """
+import sys
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -41,6 +42,7 @@ class Parameter(Tensor):
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
+_TOO_DEEP = "module calls nested too deeply"
 _DTYPE_FAMILIES = {"f": "floating", "c": "complex", "i": "integer", "u": "integer", "b": "bool"}
 
 
@@ -66,18 +68,26 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); define it")
 
     def __call__(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks):
-            return self.forward(*args, **kwargs)
-        for hook in tuple(self._forward_pre_hooks.values()):
-            result = hook(self, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
-        for hook in tuple(self._forward_hooks.values()):
-            result = hook(self, args, output)
-            if result is not None:
-                output = result
-        return output
+        try:
+            if not (self._forward_pre_hooks or self._forward_hooks):
+                return self.forward(*args, **kwargs)
+            for hook in tuple(self._forward_pre_hooks.values()):
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+            output = self.forward(*args, **kwargs)
+            for hook in tuple(self._forward_hooks.values()):
+                result = hook(self, args, output)
+                if result is not None:
+                    output = result
+            return output
+        except RecursionError as error:     # (one frame per level: no helper function)
+            if str(error).startswith(_TOO_DEEP):
+                raise
+            raise RecursionError(f"{_TOO_DEEP} while calling {type(self).__name__}: modules "
+                                 "nested (or calling each other) more deeply than Python's "
+                                 f"recursion limit ({sys.getrecursionlimit()}) allows; raise it "
+                                 "with sys.setrecursionlimit or flatten the nesting") from None
 
     # ------------------------------------------------------------------ hooks
     def register_forward_pre_hook(self, hook, prepend=False):
@@ -201,17 +211,19 @@ class Module:
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         """(name, module) for this module and every descendant, depth first in registration
         order; a module reachable under several names comes once (unless not
-        `remove_duplicate`)."""
+        `remove_duplicate`). A loop over a stack, not recursion: any depth of nesting works."""
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        if remove_duplicate:
-            memo.add(id(self))
-        yield prefix, self
-        for name, child in self._modules.items():
-            if child is not None:
-                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name,
-                                               remove_duplicate)
+        stack = [(prefix, self)]
+        while stack:
+            prefix, module = stack.pop()
+            if id(module) in memo:
+                continue
+            if remove_duplicate:
+                memo.add(id(module))
+            yield prefix, module
+            stack.extend(reversed([(f"{prefix}.{name}" if prefix else name, child)
+                                   for name, child in module._modules.items()
+                                   if child is not None]))
 
     def modules(self):
         for _, module in self.named_modules():
@@ -330,15 +342,14 @@ class Module:
         """(key, tensor) for every entry of the state dict: all parameters and persistent
         buffers under every name they have (a shared module or tensor appears under each, as in
         PyTorch)."""
-        for name, param in self._parameters.items():
-            if param is not None:
-                yield prefix + name, param
-        for name, buffer in self._buffers.items():
-            if buffer is not None and name not in self._non_persistent_buffers:
-                yield prefix + name, buffer
-        for name, child in self._modules.items():
-            if child is not None:
-                yield from child._state_tensors(prefix + name + ".")
+        for path, module in self.named_modules(remove_duplicate=False):
+            at = prefix + path + "." if path else prefix
+            for name, param in module._parameters.items():
+                if param is not None:
+                    yield at + name, param
+            for name, buffer in module._buffers.items():
+                if buffer is not None and name not in module._non_persistent_buffers:
+                    yield at + name, buffer
 
     def state_dict(self, keep_vars=False):
         """An OrderedDict of PyTorch-style keys to the parameters and persistent buffers, as in

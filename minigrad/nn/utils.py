@@ -1,5 +1,7 @@
 """Utilities for models: population statistics for batch norm, conv + batch norm folding,
 gradient clipping, parameters as one flat vector."""
+import numpy
+
 from .. import autograd, ops
 from ..tensor import Tensor, as_tensor
 from ..version import bump_version
@@ -77,8 +79,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         return as_tensor(0.0)
     xp, dtype = grads[0].backend.xp, grads[0].dtype
     order = float(norm_type)
-    norms = xp.stack([xp.linalg.norm(g.array.reshape(-1), ord=order) for g in grads])
-    total = xp.linalg.norm(norms.astype(dtype, copy=False), ord=order)
+    total = _norm(xp, [_norm(xp, g.array.reshape(-1), order) for g in grads], order)
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
                            f"gradients is {float(total)}, so they cannot be clipped; pass "
@@ -88,6 +89,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         g.array *= scale.astype(g.dtype, copy=False)
         bump_version(g)                 # changed in place (as torch's mul_ counts)
     return Tensor.from_array(total, grads[0].backend)
+
+
+def _norm(xp, values, order):
+    """The p-norm of a 1-D array (or of a list of 0-d ones), in its dtype but accumulated in at
+    least float32, as torch's vector_norm: float16 gradients whose sum of squares passes 65504
+    still have a finite norm."""
+    values = xp.stack(values) if isinstance(values, list) else values
+    wide = values.astype(xp.float32) if values.dtype.itemsize < 4 else values
+    with numpy.errstate(over="ignore"):    # a norm past float16's range is inf, as in torch
+        return xp.linalg.norm(wide, ord=order).astype(values.dtype)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):

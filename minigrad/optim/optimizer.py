@@ -121,7 +121,8 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is not None:
                     grad = -p.grad.array if group.get("maximize") else p.grad.array
-                    self._update(p, grad, self.state.setdefault(p, {}), group)
+                    with version.IN_PLACE_LOCK:   # a save in another thread sees all or none
+                        self._update(p, grad, self.state.setdefault(p, {}), group)
                     version.bump_version(p)   # p changed in place: graphs that saved it know
         return loss
 
@@ -209,6 +210,7 @@ class Optimizer:
 def _export(value, param):
     """A state entry for the state dict: arrays as NumPy copies, numbers as they are."""
     if hasattr(value, "shape"):
-        array = param.backend.to_numpy(value)
-        return array.copy() if param.device == "cpu" else array
+        with version.IN_PLACE_LOCK:       # not mid-step (see minigrad/version.py)
+            array = param.backend.to_numpy(value)
+            return array.copy() if param.device == "cpu" else array
     return value

@@ -16,6 +16,7 @@ A file that is truncated inside a layer, or is not a NetParameter at all, raises
 `CaffeFormatError` naming the file. (A cut exactly between two top-level layers leaves a valid,
 shorter NetParameter: protobuf has no end marker. `load_caffe` then reports the missing layers.)
 """
+import itertools
 import math
 import os
 import re
@@ -37,6 +38,7 @@ batch_norm_param, scale_param, convolution_param, inner_product_param, pooling_p
 sets, every field of it with Caffe's default where the file leaves it out."""
 
 _V1_TYPE_NAMES = {number: name for number, name in V1_LAYER_TYPES.values()}
+_MAX_DIMS = 64   # NumPy's limit on an array's dimensions
 
 
 class CaffeFormatError(ValueError):
@@ -50,9 +52,8 @@ def read_caffemodel(path):
     with an empty blob list."""
     with open(path, "rb") as file:
         data = file.read()
-    net = _parse_net(path, data)
     layers = OrderedDict()
-    for message, v1 in _layer_messages(path, net):
+    for message, v1 in _binary_layers(path, data):
         name, type_, bottom, top = _names(path, message, v1)
         if name in layers:
             raise CaffeFormatError(f"{path}: two layers are named {name!r}")
@@ -62,21 +63,67 @@ def read_caffemodel(path):
     return layers
 
 
-def _parse_net(path, data):
-    net_class = messages()["NetParameter"]      # first: says what to install without protobuf
+def _binary_layers(path, data):
+    """(message, is_v1) for each layer of the NetParameter bytes `data`, parsed one layer at a
+    time: the NetParameter's fields are walked here (protobuf's wire format: a varint key =
+    field number << 3 | wire type, then the value), so only one layer's message lives at once,
+    not a message tree of the whole file. Caffe refuses files that mix `layer` and V1 `layers`,
+    so do we."""
+    classes = messages()      # first: says what to install without protobuf
     from google.protobuf.message import DecodeError
 
     if not data:
         raise CaffeFormatError(f"{path}: the file is empty, not a Caffe model")
-    try:
-        net = net_class.FromString(data)
-    except DecodeError:
-        raise CaffeFormatError(f"{path}: not a Caffe model file (a binary NetParameter "
-                               f"protobuf), or one cut short{_text_hint(data)}") from None
-    if not net.layer and not net.layers:
+
+    def damaged():
+        return CaffeFormatError(f"{path}: not a Caffe model file (a binary NetParameter "
+                                f"protobuf), or one cut short{_text_hint(data)}")
+    kinds, at = set(), 0
+    while at < len(data):
+        key, at = _read_varint(data, at, damaged)
+        number, wire = key >> 3, key & 7
+        start = at
+        if wire == 0:
+            _, at = _read_varint(data, at, damaged)
+        elif wire in _FIXED_SIZES:
+            at += _FIXED_SIZES[wire]
+        elif wire == 2:
+            length, start = _read_varint(data, at, damaged)
+            at = start + length
+        else:
+            raise damaged()
+        if number == 0 or at > len(data):
+            raise damaged()
+        if wire == 2 and number in _LAYER_FIELDS:
+            v1 = _LAYER_FIELDS[number] == "V1LayerParameter"
+            kinds.add(v1)
+            if len(kinds) == 2:
+                raise CaffeFormatError(f"{path}: the file has both `layer` and deprecated V1 "
+                                       "`layers` entries; Caffe accepts only one kind")
+            try:
+                yield classes[_LAYER_FIELDS[number]].FromString(data[start:at]), v1
+            except DecodeError:
+                raise damaged() from None
+    if not kinds:
         raise CaffeFormatError(f"{path}: no Caffe layers in this file: it is not a .caffemodel"
                                f"{_text_hint(data)}")
-    return net
+
+
+_LAYER_FIELDS = {100: "LayerParameter", 2: "V1LayerParameter"}   # NetParameter's layer lists
+_FIXED_SIZES = {1: 8, 5: 4}      # wire types of 64-bit and 32-bit values
+
+
+def _read_varint(data, at, damaged):
+    """(value, position after it) of the varint at data[at]; damaged() past the end."""
+    value = shift = 0
+    while at < len(data) and shift < 70:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    raise damaged()
 
 
 def _text_hint(data):
@@ -99,7 +146,7 @@ def _names(path, message, v1):
     text fields that are not UTF-8: a sign of a corrupt or foreign file."""
     type_ = _V1_TYPE_NAMES.get(message.type, "") if v1 else message.type
     values = [message.name, type_, list(message.bottom), list(message.top)]
-    for text in [values[0], values[1], *values[2], *values[3]]:
+    for text in itertools.chain(values[:2], values[2], values[3]):
         if isinstance(text, bytes):
             raise CaffeFormatError(f"{path}: a layer or blob name is not UTF-8 text "
                                    f"({text[:32]!r}): the file is corrupt or not a .caffemodel")
@@ -114,6 +161,10 @@ def _blob_array(path, layer, index, blob):
         shape = tuple(getattr(blob, name) for name in legacy)
     else:
         shape = tuple(blob.shape.dim)
+    if len(shape) > _MAX_DIMS or math.prod(max(n, 1) for n in shape) >= 1 << 63:
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} has the shape "
+                               f"{str(shape):.100} of {len(shape)} dimensions; arrays hold at "
+                               f"most {_MAX_DIMS} dimensions and 2**63 - 1 values")
     if blob.HasField("raw_data"):
         values = _raw_values(path, layer, index, blob)
     elif blob.double_data:
@@ -127,6 +178,10 @@ def _blob_array(path, layer, index, blob):
 
 
 def _raw_values(path, layer, index, blob):
+    if not blob.HasField("raw_data_type"):    # absent, or a number the enum does not have
+        raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} holds raw_data without a "
+                               f"known raw_data_type (one of {', '.join(RAW_DTYPES)}), so its "
+                               "values cannot be read")
     kind = blob.Type.Name(blob.raw_data_type)
     if kind not in RAW_DTYPES:
         raise CaffeFormatError(f"{path}: layer {layer!r} blob {index} holds raw {kind} values; "
@@ -141,19 +196,60 @@ def _raw_values(path, layer, index, blob):
 def read_prototxt(path):
     """The layers of a text .prototxt (current `layer { ... }` or V1 `layers { ... }`) as a
     list of PrototxtLayer(name, type, bottom, top, params), in file order. Fields this reader
-    does not know (param { lr_mult }, fillers, data sources) are skipped."""
+    does not know (param { lr_mult }, fillers, data sources) are skipped.
+
+    The file is checked to be text first, in pieces (UTF-8, no control characters but
+    whitespace, no line over 16 MiB), then parsed line by line as it is read: a binary or
+    hostile file costs no more memory than a piece, and every message is capped."""
     net = messages()["NetParameter"]()         # first: says what to install without protobuf
     from google.protobuf import text_format
 
+    _check_text(path)
     try:
         with open(path, encoding="utf-8") as file:
-            text_format.Parse(file.read(), net, allow_unknown_field=True)
+            text_format.ParseLines(file, net, allow_unknown_field=True,
+                                   max_recursion_depth=_MAX_NESTING)
     except text_format.ParseError as error:     # its text starts with "line:column : "
-        raise CaffeFormatError(f"{path}:{error}") from None
-    except UnicodeDecodeError as error:
-        raise CaffeFormatError(f"{path}: not a text prototxt ({error})") from None
+        raise CaffeFormatError(f"{path}:{_clip(str(error))}") from None
+    except RecursionError:
+        raise CaffeFormatError(f"{path}: blocks nested too deeply (more than {_MAX_NESTING} "
+                               "levels of { }): not a Caffe network definition") from None
     return [PrototxtLayer(*_names(path, message, v1), _params(message))
             for message, v1 in _layer_messages(path, net)]
+
+
+_MAX_NESTING = 100          # levels of { } a prototxt may nest (Caffe's use about 4)
+_MAX_LINE = 1 << 24         # characters a prototxt line may hold
+_PIECE = 1 << 20
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")     # control characters but whitespace
+
+
+def _check_text(path):
+    """CaffeFormatError unless the file at `path` is UTF-8 text with lines of at most
+    _MAX_LINE characters and no control characters but whitespace, read a piece at a time."""
+    line = at = 0
+    with open(path, encoding="utf-8", newline="") as file:
+        try:
+            for piece in iter(lambda: file.read(_PIECE), ""):
+                bad = _CONTROL.search(piece)
+                if bad:
+                    raise CaffeFormatError(
+                        f"{path}: not a text prototxt: character {at + bad.start()} is the "
+                        f"control character {bad.group()!r} (binary data?)")
+                lines = piece.split("\n")
+                longest = max([line + len(lines[0]), *map(len, lines[1:])])
+                line = line + len(lines[0]) if len(lines) == 1 else len(lines[-1])
+                if longest > _MAX_LINE:
+                    raise CaffeFormatError(f"{path}: a line longer than {_MAX_LINE} "
+                                           "characters: not a Caffe network definition")
+                at += len(piece)
+        except UnicodeDecodeError as error:
+            raise CaffeFormatError(f"{path}: not a text prototxt ({_clip(str(error))})") from None
+
+
+def _clip(text, limit=300):
+    """`text` cut to `limit` characters (a message quoting a hostile file stays short)."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _params(layer):
