@@ -4,8 +4,9 @@ normalize * gamma + beta, and a squared-error loss.
     python examples/tape_tour.py [--out runs/tape_tour/graph.svg]
 
 Prints the recorded tape (a Wengert list), the order in which backward visits it, and the
-gradients, then draws the graph with mg.viz (an SVG/PNG when Graphviz is installed, otherwise
-the DOT text next to --out).
+gradients, then draws the graph with mg.viz: an SVG drawn by minigrad itself (no Graphviz
+needed), a PNG or PDF through matplotlib, or the DOT text for a .dot path. The boxes show each
+tensor's value and gradient (mg.viz.trace_backward supplies the gradients of the op outputs).
 """
 import argparse
 import pathlib
@@ -17,10 +18,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n")[2])
     parser.add_argument("--out", default="runs/tape_tour/graph.svg",
-                        help="the picture of the graph: .svg, .png or .pdf (drawn by Graphviz's "
-                             "dot; without it the DOT text is written next to it as .dot), or "
-                             ".dot for the text itself; its folder is created if needed "
-                             "(default runs/tape_tour/graph.svg)")
+                        help="the picture of the graph: .svg (drawn by minigrad), .png or .pdf "
+                             "(by matplotlib), or .dot for Graphviz's text; its folder is "
+                             "created if needed (default runs/tape_tour/graph.svg)")
     args = parser.parse_args()
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 
@@ -42,12 +42,13 @@ def main():
     print("\nBackward visits the nodes from the highest sequence number down:")
     print("  " + " <- ".join(f"{n.name}#{n.seq}" for n in sorted(tape, key=lambda n: -n.seq)))
 
-    loss.backward()
+    trace = mg.viz.trace_backward(loss, retain_graph=True, quiet=True)   # for the picture
     print(f"\nloss = {loss.item():.6f}")
     for name, leaf in (("w", w), ("gamma", gamma), ("beta", beta)):
         print(f"d loss / d {name}:\n{leaf.grad.numpy()}")
 
-    written = mg.viz.render(loss, args.out)
+    names = {"x": x, "w": w, "gamma": gamma, "beta": beta, "target": target}
+    written = mg.viz.render(loss, args.out, values=True, grads=trace, names=names)
     print(f"\ngraph written to {written}")
 
 

@@ -37,8 +37,7 @@ class Node:
                  "_saved_sources", "_saved_versions", "__weakref__")
 
     def __init__(self, op, ctx, inputs, input_arrays, outputs):
-        self.op = op
-        self.ctx = ctx
+        self.op, self.ctx = op, ctx
         # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
         # to a new node (minigrad/inplace.py), and this node must keep the value it read.
         # Inputs forward asked to drop (ctx.drop_input_data) become data-free stand-ins.
@@ -221,6 +220,8 @@ def _propagate(node, grads, deliver):
         raise RuntimeError(
             f"{node.name}.backward returned {len(input_grads)} gradients for "
             f"{len(node.inputs)} inputs; return one per input (None where there is none)")
+    if hooks.in_use:   # mg.viz.trace_backward watches each step
+        hooks.run_step_hooks(node, grads, input_grads)
     needs = node.ctx.needs_input_grad
     for tensor, grad, needed in zip(node.inputs, input_grads, needs, strict=True):
         if grad is None or not needed:

@@ -7,6 +7,10 @@ back (or into a leaf's `.grad`): each hook is called with the gradient in the or
 and a hook that returns a tensor replaces it. Then a tensor that asked for `retain_grad` keeps
 the gradient in its `.grad` (after the hooks, as in PyTorch).
 
+Step hooks: `register_backward_step_hook(hook)` runs `hook(node, grad_outputs, grad_inputs)`
+after each node's backward in the walk: what the node received and what it returned for each
+input (None where none). mg.viz.trace_backward prints the walk with it.
+
 Backward-end hooks: `register_backward_end_hook(hook)` runs `hook(leaves)` at the end of every
 backward() (not grad()), once the leaves' `.grad` are accumulated; `leaves` lists them.
 DistributedDataParallel averages gradients across processes there.
@@ -148,6 +152,22 @@ def _run(hooks, grad):
         if replacement is not None:
             grad = _checked(hook, grad, replacement)
     return grad
+
+
+_step_hooks = {}
+
+
+def register_backward_step_hook(hook):
+    """Returns a handle: `handle.remove()` unregisters the hook."""
+    global in_use
+    in_use, key = True, object()
+    _step_hooks[key] = hook
+    return types.SimpleNamespace(remove=lambda: _step_hooks.pop(key, None))
+
+
+def run_step_hooks(node, grads, input_grads):
+    for hook in list(_step_hooks.values()):
+        hook(node, grads, input_grads)
 
 
 _backward_end_hooks = {}

@@ -120,9 +120,54 @@ def test_tape_tour(tmp_path):
 
     written = pathlib.Path(line_with(out, "graph written to").split("graph written to ")[1])
     written = written if written.is_absolute() else tmp_path / written
-    assert written.exists() and written.suffix in (".svg", ".dot")
-    if written.suffix == ".dot":
-        assert "normalize" in written.read_text()
+    assert written == tmp_path / "graph.svg"   # drawn by minigrad: no Graphviz needed
+    svg = written.read_text()
+    assert "normalize  #2" in svg and ">gamma<" in svg and "grad " in svg
+
+
+# ---------------------------------------------------------------------------------------------
+# layer_stats.py (mg.viz.LayerStats)
+
+
+def stats_table(out, label):
+    """{layer: (mean, std, saturated %, grad mean, grad std)} of the table printed for a gain."""
+    block = out.split(f"gain {label}:\n")[1].split("\n\n")[0].splitlines()[1:]
+    return {line.split()[0]: numbers(line.replace("%", ""))[1:] for line in block
+            if not line.startswith("histograms")}
+
+
+def test_layer_stats(tmp_path):
+    out = run_example("layer_stats.py", "--out", "plots", cwd=tmp_path)
+    tables = {label: stats_table(out, label) for label in ("0.5", "5/3", "3")}
+    assert all(list(t) == ["1", "3", "5", "7", "9"] for t in tables.values())
+    # recomputed in PyTorch: the same weights and batch, torch's own hooks
+    example = import_example("layer_stats")
+    model = example.mlp(3.0)
+    x, y = example.batch()
+    twin = torch.nn.Sequential(*[torch.nn.Linear(m.in_features, m.out_features)
+                                 if isinstance(m, mg.nn.Linear) else torch.nn.Tanh()
+                                 for m in model])
+    twin.load_state_dict({k: torch.tensor(np.array(v)) for k, v in model.state_dict().items()})
+    outputs = []
+    for layer in twin:
+        if isinstance(layer, torch.nn.Tanh):
+            layer.register_forward_hook(lambda m, a, o: outputs.append(o) or o.retain_grad())
+    torch.nn.functional.cross_entropy(twin(torch.tensor(x.numpy())),
+                                      torch.tensor(y.numpy()).long()).backward()
+    for name, t in zip(["1", "3", "5", "7", "9"], outputs):
+        mean, std, saturated, gmean, gstd = tables["3"][name]
+        assert std == pytest.approx(t.std(unbiased=False).item(), abs=1e-3)
+        assert saturated == pytest.approx(100 * (t.abs() > 0.97).float().mean().item(), abs=0.1)
+        assert gstd == pytest.approx(t.grad.std(unbiased=False).item(), rel=1e-2)
+    # what the docstring promises: gain 0.5 collapses, 5/3 keeps its scale, 3 saturates
+    stds = {label: [row[1] for row in t.values()] for label, t in tables.items()}
+    assert stds["0.5"][-1] < stds["0.5"][0] / 8
+    assert max(stds["5/3"]) < 1.25 * min(stds["5/3"])
+    assert min(row[2] for row in tables["3"].values()) > 30 > max(
+        row[2] for row in tables["5/3"].values())
+    if importlib.util.find_spec("matplotlib"):
+        assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+            "layers_gain_0.5.png", "layers_gain_3.png", "layers_gain_5_3.png"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -231,6 +231,23 @@ def test_command_line_end_to_end(mnist, tmp_path):
         assert "examples/s" in stderr   # the bar, with its postfix
 
 
+def test_command_line_exports_onnx_that_agrees(mnist, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime", reason="the extra `onnx`")
+    pytest.importorskip("onnx", reason="the extra `onnx`")
+    stdout, _ = run_cli("--epochs", "1", "--limit", "320", "--plain", "--out", str(tmp_path),
+                        "--export", str(tmp_path / "lenet.onnx"), cwd=tmp_path)
+    line = next(line for line in stdout.splitlines() if line.startswith("onnx: "))
+    assert float(line.rsplit(" ", 1)[1]) <= 1e-5, line
+    fresh = example.lenet5("fused")
+    fresh.load_state_dict(mg.load(tmp_path / "lenet_bn.safetensors"))
+    fresh.eval()
+    images = mg.tensor(example.load_mnist(MNIST_DIR, False, 7).arrays()[0])
+    session = onnxruntime.InferenceSession(str(tmp_path / "lenet.onnx"))
+    with mg.no_grad():
+        np.testing.assert_allclose(session.run(None, {"input": images.numpy()})[0],
+                                   fresh(images).numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_command_line_without_batch_norm(mnist, tmp_path):
     stdout, _ = run_cli("--epochs", "1", "--limit", "320", "--bn", "none", "--plain",
                         "--no-malloc-tuning", "--out", str(tmp_path), cwd=tmp_path)

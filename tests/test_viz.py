@@ -1,17 +1,24 @@
-"""mg.viz: DOT export of the graph behind a tensor, and rendering through Graphviz."""
+"""mg.viz: the graph behind a tensor as DOT, as minigrad's own SVG and as PNG (matplotlib), the
+same boxes either way; values and gradients in the boxes; the cap for big graphs; writing never
+follows a symlink; trace_backward against PyTorch's gradients; LayerStats against torch hooks."""
+import importlib.util
+import io
 import os
 import re
 import shutil
 import stat
 import sys
-import warnings
+from xml.etree import ElementTree
 
+import numpy as np
 import pytest
+import torch
 
 import minigrad as mg
 
 NODE = re.compile(r'^  (\w+) \[label="((?:[^"\\]|\\.)*)"', re.M)
 EDGE = re.compile(r"^  (\w+) -> (\w+)", re.M)
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def parse(dot):
@@ -32,17 +39,17 @@ def test_ops_leaves_and_edges_match_the_tape():
     ops = {k: v for k, v in nodes.items() if k.startswith("op")}
     leaves = {k: v for k, v in nodes.items() if k.startswith("t")}
     assert sorted(v.split()[0] for v in ops.values()) == ["matmul", "mean", "mul", "mul", "relu"]
-    assert ops[f"op{loss.grad_fn.seq}"] == f"mean  #{loss.grad_fn.seq}\\n()"
-    assert ops[f"op{h.grad_fn.seq}"].endswith("\\n(4, 2)")
+    # ops are numbered #1, #2, ... in the order they ran
+    assert [ops[f"op{k}"].split()[0] for k in range(1, 6)] == ["matmul", "relu", "mul", "mul",
+                                                               "mean"]
+    assert ops["op5"] == "mean  #5\\n()" and ops["op2"] == "relu  #2\\n(4, 2)"
     # leaves are numbered in the order the tape first reads them
     assert leaves == {"t0": "(4, 3)\\nrequires_grad", "t1": "(3, 2)\\nrequires_grad",
                       "t2": "()\\nconstant 2"}
     # every edge joins declared nodes, and h feeds h * h twice
     assert all(a in nodes and b in nodes for a, b in edges)
-    square = next(k for k, v in ops.items() if v.startswith("mul") and
-                  (f"op{h.grad_fn.seq}", k) in edges)
-    assert edges.count((f"op{h.grad_fn.seq}", square)) == 2
-    assert (f"op{loss.grad_fn.seq}", "out0") in edges
+    assert edges.count(("op2", "op3")) == 2
+    assert ("op5", "out0") in edges
     assert len(edges) == 2 + 1 + 2 + 2 + 1 + 1   # matmul, relu, mul, mul, mean, output
 
 
@@ -72,11 +79,9 @@ def test_several_outputs_and_output_index_labels():
     total = first * second
     dot = mg.viz.to_dot([total, first])
     nodes, edges = parse(dot)
-    split = f"op{first.grad_fn.seq}"
-    assert nodes[split] == f"twoways  #{first.grad_fn.seq}\\n(3,), (3,)"
-    assert f'{split} -> op{total.grad_fn.seq} [label="out 0"]' in dot
-    assert f'{split} -> op{total.grad_fn.seq} [label="out 1"]' in dot
-    assert (f"op{total.grad_fn.seq}", "out0") in edges and (split, "out1") in edges
+    assert nodes["op1"] == "twoways  #1\\n(3,), (3,)"
+    assert 'op1 -> op2 [label="out 0"]' in dot and 'op1 -> op2 [label="out 1"]' in dot
+    assert ("op2", "out0") in edges and ("op1", "out1") in edges
 
 
 def test_freed_nodes_are_drawn_dashed():
@@ -93,24 +98,148 @@ def test_deep_graph_needs_no_recursion():
     y = x
     for _ in range(3 * sys.getrecursionlimit()):
         y = y * 1.0
-    nodes, edges = parse(mg.viz.to_dot(y))
+    nodes, edges = parse(mg.viz.to_dot(y, max_ops=None))
     assert sum(k.startswith("op") for k in nodes) == 3 * sys.getrecursionlimit()
 
 
-def test_render_without_graphviz_writes_dot_and_says_so(tmp_path, monkeypatch):
+def no_graphviz(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
+
+
+def test_render_svg_needs_no_graphviz(tmp_path, monkeypatch, recwarn):
+    no_graphviz(monkeypatch)
     *_, loss = small_graph()
-    with pytest.warns(UserWarning, match="Graphviz's `dot` program was not found"):
-        written = mg.viz.render(loss, tmp_path / "graph.svg")
-    assert written == tmp_path / "graph.dot"
-    assert written.read_text() == mg.viz.to_dot(loss)
-    assert not (tmp_path / "graph.svg").exists()
+    written = mg.viz.render(loss, tmp_path / "graph.svg")
+    assert written == tmp_path / "graph.svg" and not recwarn.list
+    assert written.read_text() == mg.viz.graph(loss).to_svg()
+    root = ElementTree.parse(written).getroot()
+    titles = [g.find(f"{SVG}title").text for g in root.iter(f"{SVG}g")]
+    assert sorted(titles) == sorted("\n".join(box.lines) for box in mg.viz.graph(loss).boxes)
+    assert sum(1 for _ in root.iter(f"{SVG}path")) == len(mg.viz.graph(loss).edges) + 1  # + arrow
 
 
 def test_render_to_a_dot_path_writes_text_without_warning(tmp_path, recwarn):
     *_, loss = small_graph()
     assert mg.viz.render(loss, tmp_path / "g.dot").read_text().startswith('digraph "minigrad"')
     assert not recwarn.list
+
+
+def test_svg_escapes_every_text():
+    class Odd(mg.ops.Op):
+        """a * 2 under a name full of XML's special characters."""
+
+        @classmethod
+        def name(cls):
+            return 'a<b & "c" \'d\''
+
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    y = Odd.apply(mg.randn(2, requires_grad=True))
+    svg = mg.viz.graph(y).to_svg()
+    root = ElementTree.fromstring(svg)   # well-formed
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert 'a<b & "c" \'d\'  #1' in texts and "a<b" not in svg
+    assert 'label="a<b & \\"c\\" \'d\'  #1' in mg.viz.to_dot(y)
+
+
+def test_layout_puts_ops_below_their_inputs_without_overlaps():
+    from minigrad.viz.layout import Layout
+    x = mg.randn(3, 4, requires_grad=True)
+    branches = [(x * k).tanh() for k in range(1, 5)]
+    loss = mg.cat(branches + [x.exp()], axis=1).sum() + x.mean()
+    layout = Layout(mg.viz.graph(loss))
+    for route in layout.routes:
+        source, target = layout.places[route.edge.source], layout.places[route.edge.target]
+        assert target.y > source.y and route.y1 > route.y0
+    places = list(layout.places.values())
+    for a in places:
+        assert 0 <= a.x - a.width / 2 and a.x + a.width / 2 <= layout.width
+        for b in places:
+            if a is not b and a.y == b.y:
+                assert abs(a.x - b.x) >= (a.width + b.width) / 2, (a.box.id, b.box.id)
+
+
+def test_png_through_matplotlib_draws_the_same_boxes(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    no_graphviz(monkeypatch)
+    *_, loss = small_graph()
+    png = mg.viz.render(loss, tmp_path / "graph.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+
+    from minigrad.viz.layout import Layout
+    layout = Layout(mg.viz.graph(loss))
+    height, width = imread(png).shape[:2]
+    assert abs(width - layout.width) <= 1 and abs(height - layout.height) <= 1
+
+
+def test_png_without_matplotlib_or_graphviz_is_a_clear_error(tmp_path, monkeypatch):
+    no_graphviz(monkeypatch)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    *_, loss = small_graph()
+    with pytest.raises(RuntimeError, match=r"\.png picture needs matplotlib .* or Graphviz; "
+                                           r"a \.svg needs neither"):
+        mg.viz.render(loss, tmp_path / "graph.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jupyter_shows_the_svg():
+    *_, loss = small_graph()
+    graph = mg.viz.graph(loss)
+    assert graph._repr_svg_() == graph.to_svg() and graph.to_svg().startswith("<svg")
+
+
+def test_big_graphs_are_capped_with_a_note():
+    x = mg.randn(3, requires_grad=True)
+    y = x
+    for _ in range(3 * sys.getrecursionlimit()):
+        y = y * 1.0
+    ops = 3 * sys.getrecursionlimit()
+    graph = mg.viz.graph(y, max_ops=50)
+    assert sum(b.kind == "op" for b in graph.boxes) == 50
+    note = next(b for b in graph.boxes if b.kind == "note")
+    assert note.lines[0] == f"{ops - 50} earlier ops not drawn"
+    assert ("more", f"op{ops - 49}", "") in graph.edges
+    # the 50 ops, the constant 1.0 each reads, the note and the output
+    assert graph.to_svg().count("<g>") == 50 + 50 + 1 + 1
+    assert sum(b.kind == "op" for b in mg.viz.graph(y, max_ops=None).boxes) == ops
+
+
+def test_values_and_gradients_after_a_traced_backward_match_torch():
+    x, w, h, loss = small_graph()
+    trace = mg.viz.trace_backward(loss, retain_graph=True, quiet=True)
+    graph = mg.viz.graph(loss, values=True, grads=trace, names={"x": x, "w": w})
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    tw = torch.tensor(w.detach().numpy(), requires_grad=True)
+    th = (tx @ tw).relu()
+    th.retain_grad()
+    (th * th * 2.0).mean().backward()
+    boxes = {b.id: b.lines for b in graph.boxes}
+    assert boxes["t1"][:3] == ["w", "(3, 2)", "requires_grad"]
+    assert boxes["t1"][4] == "data " + summary(tw.detach()) and boxes["t1"][5] == (
+        "grad " + summary(tw.grad))
+    assert boxes["op2"][2:] == ["float32", "data " + summary(th.detach()),
+                                "grad " + summary(th.grad)]
+    assert boxes["op5"][3:] == [f"data {loss.item():.4g}", "grad 1"]   # small: the numbers
+    # after a backward without retain_graph, op values are gone; gradients stay
+    _, _, _, loss2 = small_graph()
+    trace2 = mg.viz.trace_backward(loss2, quiet=True)
+    lines = {b.id: b.lines for b in mg.viz.graph(loss2, values=True, grads=trace2).boxes}
+    assert lines["op2"][3] == "data (freed by backward)" and lines["op2"][4].startswith("grad")
+
+
+def summary(t):
+    """minigrad's value summary of a torch tensor, computed here from its numbers."""
+    a = t.numpy()
+    if a.size <= 4:
+        return "[" + ", ".join(f"{v:.4g}" for v in a.ravel()) + "]" if a.ndim else f"{a:.4g}"
+    return f"mean {a.mean():.3g} std {a.std():.3g}"
 
 
 def fake_dot(tmp_path, monkeypatch, body):
@@ -124,35 +253,47 @@ def fake_dot(tmp_path, monkeypatch, body):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
-def test_render_calls_dot_with_format_from_extension(tmp_path, monkeypatch):
+def test_engine_dot_calls_dot_with_format_from_extension(tmp_path, monkeypatch):
     # The fake copies its stdin (the DOT text) to its stdout and records its arguments.
     fake_dot(tmp_path, monkeypatch, f'echo "$@" > "{tmp_path}/dot.args"; cat')
     *_, loss = small_graph()
     target = tmp_path / "graph.png"
-    assert mg.viz.render(loss, target) == target
+    assert mg.viz.render(loss, target, engine="dot") == target
     assert target.read_text() == mg.viz.to_dot(loss)
     assert (tmp_path / "dot.args").read_text().split() == ["-Tpng"]
 
 
+def test_engine_dot_without_graphviz_says_so(tmp_path, monkeypatch):
+    no_graphviz(monkeypatch)
+    *_, loss = small_graph()
+    with pytest.raises(RuntimeError, match="engine='dot' needs Graphviz"):
+        mg.viz.render(loss, tmp_path / "graph.svg", engine="dot")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        mg.viz.render(loss, tmp_path / "graph.svg", engine="neato")
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
-@pytest.mark.parametrize("extension, graphviz", [(".svg", True), (".svg", False), (".dot", False)])
+@pytest.mark.parametrize("extension, engine", [(".svg", "dot"), (".svg", "auto"),
+                                               (".png", "auto"), (".dot", "auto")])
 def test_render_replaces_a_planted_symlink_instead_of_following_it(tmp_path, monkeypatch,
-                                                                   extension, graphviz):
-    if graphviz:
+                                                                   extension, engine):
+    if engine == "dot":
         fake_dot(tmp_path, monkeypatch, "cat")
     else:
-        monkeypatch.setattr(shutil, "which", lambda name: None)
+        no_graphviz(monkeypatch)
+    if extension == ".png":
+        pytest.importorskip("matplotlib")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    for name in {"graph" + extension, "graph.dot"}:
-        (tmp_path / name).symlink_to(victim)
+    (tmp_path / ("graph" + extension)).symlink_to(victim)
     *_, loss = small_graph()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        written = mg.viz.render(loss, tmp_path / ("graph" + extension))
-    assert victim.read_text() == "precious"
-    assert not written.is_symlink() and written.read_text() == mg.viz.to_dot(loss)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    written = mg.viz.render(loss, tmp_path / ("graph" + extension), engine=engine)
+    assert victim.read_text() == "precious" and not written.is_symlink()
+    expected = {".dot": mg.viz.to_dot(loss), ".svg": mg.viz.to_dot(loss) if engine == "dot"
+                else mg.viz.graph(loss).to_svg()}.get(extension)
+    assert expected is None or written.read_text() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["victim.txt", "graph" + extension] + (["bin"] if engine == "dot" else []))
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uses a shell script as a fake `dot`")
@@ -160,11 +301,10 @@ def test_render_reports_graphviz_errors(tmp_path, monkeypatch):
     fake_dot(tmp_path, monkeypatch, 'echo "Format: \\"nope\\" not recognized" >&2; exit 1')
     *_, loss = small_graph()
     with pytest.raises(RuntimeError, match=r"dot -Tnope.*not recognized"):
-        mg.viz.render(loss, tmp_path / "graph.nope")
+        mg.viz.render(loss, tmp_path / "graph.nope", engine="dot")
 
 
-def test_render_needs_an_extension(tmp_path, monkeypatch):
-    fake_dot(tmp_path, monkeypatch, "exit 0")
+def test_render_needs_an_extension(tmp_path):
     *_, loss = small_graph()
     with pytest.raises(ValueError, match="no extension"):
         mg.viz.render(loss, tmp_path / "graph")
@@ -173,5 +313,103 @@ def test_render_needs_an_extension(tmp_path, monkeypatch):
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's `dot` is not installed")
 def test_render_svg_with_real_graphviz(tmp_path):
     *_, loss = small_graph()
-    svg = mg.viz.render(loss, tmp_path / "graph.svg").read_text()
+    svg = mg.viz.render(loss, tmp_path / "graph.svg", engine="dot").read_text()
     assert "<svg" in svg and "matmul" in svg
+
+
+# ---------------------------------------------------------------------------------------------
+# trace_backward
+
+
+def test_trace_backward_prints_each_step_with_torchs_gradients():
+    mg.manual_seed(3)
+    x = mg.randn(4, 3, requires_grad=True)
+    w = mg.randn(3, 2, requires_grad=True)
+    h = (x @ w).tanh()
+    loss = (h * h).sum()
+    printed = io.StringIO()
+    trace = mg.viz.trace_backward(loss, names={"x": x, "w": w}, file=printed)
+    lines = printed.getvalue().splitlines()
+    assert lines == trace.lines and lines[0] == "backward from sum #4, shape (), seeded with 1"
+    assert [s.number for s in trace.steps] == [4, 3, 2, 1]   # highest first
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    tw = torch.tensor(w.detach().numpy(), requires_grad=True)
+    tm = tx @ tw
+    th = tm.tanh()
+    for t in (tm, th):
+        t.retain_grad()
+    (th * th).sum().backward()
+    # what each node receives is the gradient of its output
+    assert torch.allclose(torch.tensor(trace.grads[(h._node, 0)].numpy()), th.grad)
+    assert torch.allclose(torch.tensor(trace.steps[3].received[0].numpy()), tm.grad)
+    step = lines.index(next(line for line in lines if line.startswith("step 3")))
+    assert re.match(r"step 3\s+tanh #2\s+receives \(4, 2\)\s+norm ", lines[step])
+    assert float(lines[step].split("norm ")[1]) == pytest.approx(th.grad.norm().item(), 1e-3)
+    sent = lines[step + 1]
+    assert "-> input 0 (matmul #1)" in sent
+    assert float(sent.split("norm ")[1]) == pytest.approx(tm.grad.norm().item(), rel=1e-3)
+    assert lines[-2].startswith("leaf x") and lines[-1].startswith("leaf w")
+    assert float(lines[-1].split("norm ")[1]) == pytest.approx(tw.grad.norm().item(), rel=1e-3)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5)   # .grad as usual
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # sqrt(-1) and 1 / 0, on purpose
+def test_trace_backward_flags_nan_and_inf_where_they_start():
+    x = mg.tensor([1.0, -1.0, 0.0], requires_grad=True)
+    loss = x.sqrt().sum()   # d sqrt = 1 / (2 sqrt x): nan at -1, inf at 0
+    trace = mg.viz.trace_backward(loss, quiet=True)
+    sqrt_sends = trace.lines[trace.lines.index(next(
+        line for line in trace.lines if "sqrt #1" in line and "receives" in line)) + 1]
+    assert sqrt_sends.endswith("!! 1 nan, 1 inf")
+    assert "!!" not in "".join(line for line in trace.lines if "sum #2" in line)
+
+
+def test_trace_backward_leaves_no_hook_behind():
+    *_, loss = small_graph()
+    mg.viz.trace_backward(loss, quiet=True)
+    from minigrad import hooks
+    assert hooks._step_hooks == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# LayerStats
+
+
+def test_layer_stats_match_torch_hooks(tmp_path):
+    mg.manual_seed(0)
+    model = mg.nn.Sequential(mg.nn.Linear(5, 8), mg.nn.Tanh(), mg.nn.Linear(8, 8),
+                             mg.nn.Tanh(), mg.nn.Linear(8, 3))
+    x, y = mg.randn(16, 5) * 3, mg.randint(0, 3, (16,))
+    with mg.viz.LayerStats(model, kinds=(mg.nn.Tanh,)) as stats:
+        mg.nn.functional.cross_entropy(model(x), y).backward()
+    twin = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8),
+                               torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    twin.load_state_dict({k: torch.tensor(np.array(v)) for k, v in model.state_dict().items()})
+    seen = {}
+
+    def keep(name):
+        def hook(module, args, out):
+            out.retain_grad()
+            seen[name] = out
+        return hook
+
+    for name in ("1", "3"):
+        twin.get_submodule(name).register_forward_hook(keep(name))
+    torch.nn.functional.cross_entropy(twin(torch.tensor(x.numpy())),
+                                      torch.tensor(y.numpy()).long()).backward()
+    rows = stats.rows()
+    assert [r[:2] for r in rows] == [("1", "Tanh"), ("3", "Tanh")]
+    for (name, _, mean, std, saturated, gmean, gstd) in rows:
+        out, grad = seen[name].detach().double(), seen[name].grad.double()
+        assert mean == pytest.approx(out.mean().item(), abs=1e-6)
+        assert std == pytest.approx(out.std(unbiased=False).item(), rel=1e-5)
+        assert saturated == pytest.approx(100 * (out.abs() > 0.97).double().mean().item())
+        assert gmean == pytest.approx(grad.mean().item(), abs=1e-8)
+        assert gstd == pytest.approx(grad.std(unbiased=False).item(), rel=1e-4)
+    assert stats.table().splitlines()[1].split()[:2] == ["1", "Tanh"]
+    # the hooks are gone after the block
+    model(x)
+    assert stats.records["1"]["grad"] is not None and len(stats._handles) == 0
+    if importlib.util.find_spec("matplotlib"):
+        assert stats.plot(tmp_path / "layers.png")
+        assert (tmp_path / "layers.png").read_bytes()[:4] == b"\x89PNG"

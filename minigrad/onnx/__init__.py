@@ -1,0 +1,31 @@
+"""ONNX export: `mg.onnx.export(model, example_input, "model.onnx")` (needs the extra `onnx`).
+
+The model runs once on `example_input` inside `mg.autograd.record()`, with the input made to
+require grad so that every op reached from it lands on the tape; the tape, read in order, is the
+ONNX graph. Each op becomes one or a few ONNX nodes (the table in `minigrad.onnx.ops`):
+
+    graph input   "input"   the example input, its first axis named "batch" (any size)
+    initializers            parameters and buffers (named as in state_dict), and constants
+    nodes                   the ops in tape order; an op whose inputs do not depend on the
+                            input (a reshape of gamma, say) is folded: its value becomes an
+                            initializer
+    graph output  "output"  the model's result ("output0", "output1", ... for a tuple)
+
+The batch axis stays free: a reshape that keeps the input's leading axis writes 0 for it (ONNX
+for "the size the input has"), so the file runs with any batch size. A reshape that merges the
+batch axis with others (to (N * C, ...)) is an error that says so; `dynamic_batch=False`
+exports for the traced batch size only. The model is traced in eval mode (batch norm with its
+running statistics, dropout off) and put back into the mode it was in.
+
+Batch norm (the fused layers, `fused_batch_norm`) exports as ONNX BatchNormalization, or with
+`batch_norm="primitives"` as its parts, normalize (Sub, Div by Sqrt(var + eps)), multiply and
+add, so the exported graph shows the separation minigrad is built on. Composed BN layers
+(`fused=False`) are already normalize, mul and add on the tape and export as those.
+
+An op with no ONNX counterpart in the table is a NotImplementedError naming it and the layer
+that ran it; nothing is written then. The file is written atomically (minigrad/atomic.py) after
+`onnx.checker` has passed.
+"""
+from .export import export, to_model
+
+__all__ = ["export", "to_model"]

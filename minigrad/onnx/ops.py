@@ -1,0 +1,273 @@
+"""minigrad op -> ONNX nodes, one converter per op name (opset 18).
+
+A converter gets the Graph being built and a Call (the tape's node, its inputs' ONNX names,
+its output tensors, the op's attributes, and `layer`, where it ran, for errors) and returns
+one ONNX name per output of the op (None for an output it does not write, such as batch
+norm's statistics). Adding an op is adding a function here and a line to CONVERTERS.
+"""
+from collections import namedtuple
+
+import numpy
+
+Call = namedtuple("Call", "node ins outs attrs layer")
+
+
+def _refuse(call, why):
+    raise NotImplementedError(f"onnx.export: {call.layer}: {why}")
+
+
+def _ints(graph, values):
+    return graph.constant(numpy.asarray(values, dtype=numpy.int64), "shape")
+
+
+def _scalar(graph, call, value):
+    """`value` as a 0-d initializer of the op's input dtype."""
+    return graph.constant(numpy.asarray(value, dtype=call.node.inputs[0].dtype), "scalar")
+
+
+def _pads(padding):
+    """minigrad's per-axis padding (ints or (before, after) pairs) as ONNX's begins + ends."""
+    pairs = [(p, p) if isinstance(p, int) else tuple(p) for p in padding]
+    return [b for b, _ in pairs] + [a for _, a in pairs]
+
+
+def same(onnx_op, **fixed):
+    """A converter for an op that is one ONNX node with the same inputs."""
+    def convert(graph, call):
+        return graph.add(onnx_op, [name for name in call.ins if name is not None], **fixed)
+    return convert
+
+
+def conv2d(graph, call):
+    a, weight = call.attrs, call.node.inputs[1]
+    return graph.add("Conv", [name for name in call.ins if name is not None],
+                     kernel_shape=list(weight.shape[2:]), strides=list(a["stride"]),
+                     pads=_pads(a["padding"]), dilations=list(a.get("dilation", (1, 1))),
+                     group=a.get("groups", 1))
+
+
+def linear(graph, call):
+    """x W^T + b: Gemm for a matrix x, MatMul with the transposed W (+ Add) otherwise."""
+    x, w, b = call.ins
+    if call.node.inputs[0].ndim == 2:
+        return graph.add("Gemm", [x, w] + ([b] if b else []), transB=1)
+    (y,) = graph.add("MatMul", [x, graph.add("Transpose", [w], perm=[1, 0])[0]])
+    return graph.add("Add", [y, b]) if b else [y]
+
+
+def _pool(onnx_op, extra):
+    def convert(graph, call):
+        a = call.attrs
+        if a.get("return_indices"):
+            _refuse(call, "max pooling with return_indices=True has no ONNX export")
+        if a.get("divisor_override") is not None:
+            _refuse(call, "average pooling with divisor_override has no ONNX export")
+        return graph.add(onnx_op, [call.ins[0]], kernel_shape=list(a["kernel"]),
+                         strides=list(a["stride"]), pads=_pads(a["padding"]),
+                         ceil_mode=int(a.get("ceil_mode", False)), **extra(a))
+    return convert
+
+
+def reshape(graph, call):
+    """Reshape that keeps the batch axis free: 0 ("as in the input") where the target keeps
+    the input's leading axis."""
+    source, shape = call.node.inputs[0].shape, list(call.attrs["shape"])
+    if graph.dynamic_batch and call.ins[0] in graph.batched and source:
+        rest = int(numpy.prod(source[1:]))
+        if shape and shape[0] == source[0] and source[0] != 0:
+            shape[0] = 0
+        elif not (shape and shape[0] == -1 and -1 not in shape[1:]
+                  and int(numpy.prod(shape[1:])) == rest):
+            _refuse(call, f"reshape from {source} to {tuple(shape)} mixes the batch axis with "
+                          "others, so the file could not take other batch sizes; pass "
+                          "dynamic_batch=False to export for this batch size only")
+    return graph.add("Reshape", [call.ins[0], _ints(graph, shape)])
+
+
+def transpose(graph, call):
+    axes = call.attrs.get("axes")
+    ndim = call.node.inputs[0].ndim
+    return graph.add("Transpose", [call.ins[0]],
+                     perm=list(reversed(range(ndim))) if axes is None else list(axes))
+
+
+def _reduce(onnx_op):
+    def convert(graph, call):
+        ndim, axis = call.node.inputs[0].ndim, call.attrs.get("axis")
+        axes = range(ndim) if axis is None else [axis] if isinstance(axis, int) else axis
+        return graph.add(onnx_op, [call.ins[0], _ints(graph, [a % ndim for a in axes])],
+                         keepdims=int(call.attrs.get("keepdims", False)))
+    return convert
+
+
+def _axis(onnx_op):
+    def convert(graph, call):
+        return graph.add(onnx_op, [name for name in call.ins if name is not None],
+                         axis=call.attrs.get("axis", -1 if onnx_op != "Concat" else 0))
+    return convert
+
+
+def stack(graph, call):
+    axis = call.attrs.get("axis", 0) % (call.node.inputs[0].ndim + 1)
+    rows = [graph.add("Unsqueeze", [name, _ints(graph, [axis])])[0] for name in call.ins]
+    return graph.add("Concat", rows, axis=axis)
+
+
+def _channel_stats(graph, names, axis, ndim):
+    """gamma, beta, mean, var (C,) reshaped to broadcast against x along `axis`."""
+    shape = _ints(graph, [-1] + [1] * (ndim - axis - 1))
+    return [graph.add("Reshape", [name, shape])[0] for name in names]
+
+
+def _bn_parts(graph, call, *, activation=None):
+    x, gamma, beta, mean, var = call.ins
+    inputs = call.node.inputs
+    if mean is None:
+        _refuse(call, "batch norm with batch statistics (training mode, or "
+                      "track_running_stats=False) has no ONNX export; export in eval mode")
+    channels = inputs[3].shape[0]
+    dtype = inputs[0].dtype
+    gamma = gamma or graph.constant(numpy.ones(channels, dtype), "gamma")
+    beta = beta or graph.constant(numpy.zeros(channels, dtype), "beta")
+    axis, eps, ndim = call.attrs["axis"] % inputs[0].ndim, call.attrs["eps"], inputs[0].ndim
+    if graph.batch_norm == "fused":
+        if axis != 1:
+            _refuse(call, f"BatchNormalization needs the channels on axis 1, not {axis}; pass "
+                          "batch_norm='primitives'")
+        (y,) = graph.add("BatchNormalization", [x, gamma, beta, mean, var], epsilon=eps)
+    else:   # normalize, multiply, add: minigrad's own separation
+        gamma, beta, mean, var = _channel_stats(graph, [gamma, beta, mean, var], axis, ndim)
+        (xhat,) = _normalized(graph, call, x, mean, var, eps)
+        (y,) = graph.add("Add", [graph.add("Mul", [xhat, gamma])[0], beta])
+    if activation is not None:
+        (y,) = _activation(graph, y, activation)
+    return [y, None, None]
+
+
+def _normalized(graph, call, x, mean, var, eps):
+    """(x - mean) / sqrt(var + eps)."""
+    std = graph.add("Sqrt", graph.add("Add", [var, _scalar(graph, call, eps)]))
+    return graph.add("Div", [graph.add("Sub", [x, mean])[0], std[0]])
+
+
+def _activation(graph, y, activation):
+    if activation.name == "leaky_relu":
+        return graph.add("LeakyRelu", [y], alpha=activation.negative_slope)
+    if activation.name == "elu":
+        return graph.add("Elu", [y], alpha=activation.alpha)
+    return graph.add(activation.name.capitalize() if activation.name != "identity"
+                     else "Identity", [y])
+
+
+def fused_batch_norm(graph, call):
+    return _bn_parts(graph, call)
+
+
+def fused_batch_norm_act(graph, call):
+    return _bn_parts(graph, call, activation=call.attrs["activation"])
+
+
+def normalize(graph, call):
+    """Inference form only: (x - mean) / sqrt(var + eps), mean and var given."""
+    x, mean, var = call.ins
+    if mean is None:
+        _refuse(call, "normalize with batch statistics (training mode) has no ONNX export; "
+                      "export in eval mode")
+    return _normalized(graph, call, x, mean, var, call.attrs["eps"]) + [None, None]
+
+
+def getitem(graph, call):
+    """Slices become Slice, integer arrays and ints Gather (one axis at a time)."""
+    (x,), axis, shape = call.ins[:1], 0, call.node.inputs[0].shape
+    for part in call.attrs["index"]:
+        if isinstance(part, slice):
+            start, stop, step = part.indices(shape[axis])
+            if (start, stop, step) != (0, shape[axis], 1):
+                if step < 0 and stop < 0:
+                    stop = -shape[axis] - 1   # "past the front", which ONNX writes as below -n
+                (x,) = graph.add("Slice", [x] + [_ints(graph, [v]) for v in
+                                                 (start, stop, axis, step)])
+            axis += 1
+        elif isinstance(part, (int, numpy.integer)) or (
+                hasattr(part, "dtype") and part.dtype.kind in "iu" and part.ndim <= 1):
+            index = graph.constant(numpy.asarray(part, dtype=numpy.int64), "index")
+            (x,) = graph.add("Gather", [x, index], axis=axis)
+            axis += numpy.ndim(part)
+        else:
+            _refuse(call, f"indexing with {type(part).__name__} has no ONNX export here")
+    return [x]
+
+
+def pad(graph, call):
+    pairs = call.attrs["pad_width"]
+    ndim = call.node.inputs[0].ndim
+    pairs = [(p, p) if isinstance(p, int) else tuple(p) for p in pairs] if not isinstance(
+        pairs, int) else [(pairs, pairs)] * ndim
+    pads = [b for b, _ in pairs] + [a for _, a in pairs]
+    return graph.add("Pad", [call.ins[0], _ints(graph, pads),
+                             _scalar(graph, call, call.attrs.get("value", 0.0))])
+
+
+def clamp(graph, call):
+    low, high = call.attrs.get("low"), call.attrs.get("high")
+    bounds = [_scalar(graph, call, v) if v is not None else "" for v in (low, high)]
+    return graph.add("Clip", [call.ins[0]] + bounds)
+
+
+def hardtanh(graph, call):
+    return graph.add("Clip", [call.ins[0], _scalar(graph, call, call.attrs["min_val"]),
+                              _scalar(graph, call, call.attrs["max_val"])])
+
+
+def power(graph, call):
+    return graph.add("Pow", [call.ins[0], _scalar(graph, call, call.attrs["exponent"])])
+
+
+def silu(graph, call):
+    return graph.add("Mul", [call.ins[0], graph.add("Sigmoid", [call.ins[0]])[0]])
+
+
+def gelu(graph, call):
+    """x/2 (1 + erf(x / sqrt 2)); the tanh approximation has no export here."""
+    if call.attrs.get("approximate", "none") != "none":
+        _refuse(call, "gelu(approximate='tanh') has no ONNX export here")
+    x = call.ins[0]
+    (erf,) = graph.add("Erf", graph.add("Div", [x, _scalar(graph, call, numpy.sqrt(2.0))]))
+    (half,) = graph.add("Mul", [x, _scalar(graph, call, 0.5)])
+    return graph.add("Mul", [half, graph.add("Add", [erf, _scalar(graph, call, 1.0)])[0]])
+
+
+def cast(graph, call):
+    kind = graph.helper.np_dtype_to_tensor_dtype(numpy.dtype(call.outs[0].dtype))
+    return graph.add("Cast", [call.ins[0]], to=kind)
+
+
+def broadcast_to(graph, call):
+    shape = list(call.attrs["shape"])   # Expand broadcasts both ways: 1 keeps the batch free
+    if call.ins[0] in graph.batched and graph.dynamic_batch and shape:
+        shape[0] = 1
+    return graph.add("Expand", [call.ins[0], _ints(graph, shape)])
+
+
+CONVERTERS = {
+    "conv2d": conv2d, "linear": linear, "matmul": same("MatMul"),
+    "add": same("Add"), "sub": same("Sub"), "mul": same("Mul"), "div": same("Div"),
+    "maximum": same("Max"), "minimum": same("Min"), "neg": same("Neg"), "abs": same("Abs"),
+    "exp": same("Exp"), "log": same("Log"), "sqrt": same("Sqrt"), "erf": same("Erf"),
+    "relu": same("Relu"), "sigmoid": same("Sigmoid"), "tanh": same("Tanh"),
+    "leakyrelu": lambda graph, call: graph.add(
+        "LeakyRelu", [call.ins[0]], alpha=float(call.attrs["negative_slope"])),
+    "elu": lambda graph, call: graph.add("Elu", [call.ins[0]], alpha=float(call.attrs["alpha"])),
+    "silu": silu, "gelu": gelu, "hardtanh": hardtanh, "clamp": clamp, "pow": power,
+    "softmax": _axis("Softmax"), "logsoftmax": _axis("LogSoftmax"),
+    "concatenate": _axis("Concat"), "stack": stack,
+    "maxpool2d": _pool("MaxPool", lambda a: {"dilations": list(a.get("dilation", (1, 1)))}),
+    "avgpool2d": _pool("AveragePool", lambda a: {
+        "count_include_pad": int(a.get("count_include_pad", True))}),
+    "reshape": reshape, "transpose": transpose, "broadcastto": broadcast_to,
+    "getitem": getitem, "pad": pad, "clone": same("Identity"), "cast": cast,
+    "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "max": _reduce("ReduceMax"),
+    "min": _reduce("ReduceMin"),
+    "fused_batch_norm": fused_batch_norm, "fused_batch_norm_act": fused_batch_norm_act,
+    "normalize": normalize,
+}
