@@ -21,6 +21,7 @@ from .backends import backend_of, get_backend, normalize_device
 from .backends import device as device_type
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
+from .shapes import check_sizes
 from .tensor_methods import TensorMethods
 from .version import VersionCounter
 
@@ -77,7 +78,7 @@ def _as_array(data, dtype, device, copy):
 
 def shape_from_args(args):
     """The shape meant by a call's positional arguments: `f(2, 3)` and `f((2, 3))` both mean
-    (2, 3). The sizes are not checked here (see ops._shapes.check_sizes)."""
+    (2, 3). The sizes are not checked here (see minigrad/shapes.py)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)) or (
             len(args) == 1 and type(args[0]).__name__ == "Size"):
         return tuple(args[0])
@@ -367,7 +368,7 @@ class Tensor(TensorMethods):
                          requires_grad=requires_grad, what="new_tensor")
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
-        shape = ops._shapes.check_sizes("new_full", shape_from_args((size,)))
+        shape = check_sizes("new_full", shape_from_args((size,)))
         array = self._backend.xp.full(shape, fill_value, dtype=as_dtype(dtype) or self.dtype)
         return from_data(array, device=device or self.device, requires_grad=requires_grad,
                          what="new_full")

@@ -23,7 +23,7 @@ from .. import autograd
 from ..backends.numpy_batch_norm import accumulation_dtype, merge_moments
 from ..ops import stack
 from ..ops._promotion import require_floating
-from ..ops._shapes import kept_shape, normalize_axes
+from ..shapes import kept_shape, normalize_axes
 from ..ops.base import Op
 from ..ops.normalize import _constant
 from . import group

@@ -5,7 +5,7 @@ Their results are bool or integer tensors, which carry no gradient, so these are
 arrays rather than Op classes (as the comparisons in tensor.py are)."""
 from ..tensor import Tensor
 from ._promotion import promote
-from ._shapes import dim_keywords, normalize_axes
+from ..shapes import dim_keywords, normalize_axes
 from .base import device_mismatch
 
 

@@ -8,7 +8,7 @@ from ..backends.select import keep_mask
 from ..dtypes import as_dtype
 from ..tensor import Tensor
 from ._promotion import promote, result_type
-from ._shapes import broadcast_clash, unbroadcast
+from ..shapes import broadcast_clash, unbroadcast
 from .base import Op
 
 

@@ -12,7 +12,7 @@ Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy r
 out-of-range index, but CuPy's gather wraps it around silently.
 """
 from ..tensor import Tensor
-from ._shapes import unbroadcast
+from ..shapes import unbroadcast
 from .base import Op
 from .elementwise import where
 

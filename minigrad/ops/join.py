@@ -10,7 +10,7 @@ import numpy
 
 from ..tensor import Tensor
 from ._promotion import promote
-from ._shapes import normalize_axis
+from ..shapes import normalize_axis
 from .base import Op
 from .indexing import getitem
 

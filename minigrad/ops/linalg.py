@@ -2,7 +2,7 @@
 import math
 
 from ._promotion import check_same_dtype
-from ._shapes import broadcast_clash, unbroadcast
+from ..shapes import broadcast_clash, unbroadcast
 from .base import Op
 
 

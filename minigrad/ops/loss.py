@@ -15,7 +15,7 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 """
 from .. import autograd
 from ..tensor import Tensor, as_tensor
-from ._shapes import dim_keywords, normalize_axis
+from ..shapes import dim_keywords, normalize_axis
 from .base import Op
 
 

@@ -21,7 +21,7 @@ import math
 
 from .. import autograd
 from ._promotion import require_floating
-from ._shapes import kept_shape, normalize_axes, unbroadcast
+from ..shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
 
 

@@ -7,7 +7,7 @@ sort and topk return named (values, indices) pairs, as PyTorch's do.
 import collections
 
 from ..tensor import Tensor
-from ._shapes import normalize_axes
+from ..shapes import normalize_axes
 from .base import Op
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])

@@ -9,7 +9,7 @@ import collections
 from ..backends.select import keep_mask
 from ..tensor import Tensor
 from ._promotion import require_floating
-from ._shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
+from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 

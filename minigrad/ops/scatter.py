@@ -10,7 +10,7 @@ index_select and index_add pick or add whole slices along `dim` through GetItem 
 backend (CuPy would wrap an out-of-range index around silently).
 """
 from ..tensor import Tensor
-from ._shapes import normalize_axis
+from ..shapes import normalize_axis
 from .base import Op
 from .elementwise import where
 from .indexing import GetItem, IndexAdd
