@@ -1,6 +1,6 @@
 """minigrad: a small, readable, tape-based autograd framework on NumPy (CPU) and CuPy (GPU),
 with batch normalization as separate normalize / multiply / add primitives and a fused op."""
-from . import autograd, cuda, data, distributed, nn, onnx, ops, optim, viz
+from . import autograd, cuda, data, distributed, nn, onnx, ops, optim, tensor_methods, viz
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, device, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
@@ -196,6 +196,7 @@ from .random import (
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor
 
+tensor_methods.attach()   # Tensor's operators and methods, now that the ops exist
 cpu_settings.apply_default_threads()   # one BLAS thread unless the environment says otherwise
 
 __version__ = "0.1.0"

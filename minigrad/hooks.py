@@ -21,8 +21,8 @@ import itertools
 import types
 import weakref
 
-from . import autograd
-from . import tensor as tensor_module  # (its Tensor, read at call time: an import cycle)
+from . import grad_mode, graph
+from .tensor import Tensor
 
 # node -> {output index -> {handle id -> hook}}, weak, so a graph that goes away takes its hooks
 # with it; leaves by id, each entry dropped when its leaf goes. (Tensors cannot be the keys of a
@@ -104,7 +104,7 @@ def retains_grad(tensor):
 
 
 def _checked(hook, grad, replacement):
-    if not isinstance(replacement, tensor_module.Tensor):
+    if not isinstance(replacement, Tensor):
         raise TypeError(f"register_hook: hook {getattr(hook, '__name__', hook)!r} returned "
                         f"{type(replacement).__name__}; return a Tensor or None")
     if (replacement.shape, replacement.dtype, replacement.device) != (
@@ -131,7 +131,7 @@ def run_node_hooks(node, grads):
             grads[index] = grad = _run(hooks[index], grad)
         tensor = kept[index]() if kept is not None and index in kept else None
         if tensor is not None:
-            autograd._accumulate_grad(tensor, grad, autograd.is_grad_enabled())
+            graph.accumulate_grad(tensor, grad, grad_mode.is_grad_enabled())
     return grads
 
 

@@ -23,9 +23,9 @@ from .. import autograd
 from ..backends.numpy_batch_norm import accumulation_dtype, merge_moments
 from ..ops import stack
 from ..ops._promotion import require_floating
-from ..shapes import kept_shape, normalize_axes
 from ..ops.base import Op
 from ..ops.normalize import _constant
+from ..shapes import kept_shape, normalize_axes
 from . import group
 from .nn import AllReduce
 

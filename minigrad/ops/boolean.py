@@ -3,9 +3,9 @@ tensors (`&`, `|`, `^`, `~`), the tests isnan/isinf/isfinite, and any/all along 
 
 Their results are bool or integer tensors, which carry no gradient, so these are functions on
 arrays rather than Op classes (as the comparisons in tensor.py are)."""
+from ..shapes import dim_keywords, normalize_axes
 from ..tensor import Tensor
 from ._promotion import promote
-from ..shapes import dim_keywords, normalize_axes
 from .base import device_mismatch
 
 

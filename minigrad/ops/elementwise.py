@@ -6,9 +6,9 @@ differentiated again; `unbroadcast` sums a gradient back to the shape of a broad
 from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
+from ..shapes import broadcast_clash, unbroadcast
 from ..tensor import Tensor
 from ._promotion import promote, result_type
-from ..shapes import broadcast_clash, unbroadcast
 from .base import Op
 
 

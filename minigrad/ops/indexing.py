@@ -11,8 +11,8 @@ order. `IndexPut` is assignment, `x[index] = value`, out of place: what `Tensor.
 Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
 out-of-range index, but CuPy's gather wraps it around silently.
 """
-from ..tensor import Tensor
 from ..shapes import unbroadcast
+from ..tensor import Tensor
 from .base import Op
 from .elementwise import where
 

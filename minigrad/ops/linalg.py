@@ -1,8 +1,8 @@
 """Matrix products: `matmul` (NumPy's rules) and `linear` (x W^T + b, as F.linear)."""
 import math
 
-from ._promotion import check_same_dtype
 from ..shapes import broadcast_clash, unbroadcast
+from ._promotion import check_same_dtype
 from .base import Op
 
 

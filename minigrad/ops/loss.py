@@ -14,8 +14,8 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
-from ..tensor import Tensor, as_tensor
 from ..shapes import dim_keywords, normalize_axis
+from ..tensor import Tensor, as_tensor
 from .base import Op
 
 

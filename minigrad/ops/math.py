@@ -1,7 +1,7 @@
 """More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
 cumsum, cumprod, remainder, and the vector norm."""
-from ._promotion import require_floating
 from ..shapes import kept_shape, normalize_axes, unbroadcast
+from ._promotion import require_floating
 from .base import Op
 from .elementwise import where
 from .join import concatenate

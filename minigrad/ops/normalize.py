@@ -20,8 +20,8 @@ accumulates in float32; the statistics come back in that dtype).
 import math
 
 from .. import autograd
-from ._promotion import require_floating
 from ..shapes import kept_shape, normalize_axes, unbroadcast
+from ._promotion import require_floating
 from .base import Op
 
 

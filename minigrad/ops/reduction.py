@@ -7,9 +7,9 @@ the reduced axes kept (length 1), then broadcast to the input's shape.
 import collections
 
 from ..backends.select import keep_mask
+from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from ..tensor import Tensor
 from ._promotion import require_floating
-from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 
