@@ -48,7 +48,7 @@ class BlockedConv2d:
         self.winograd = Winograd3x3(xp, 2 * block_elements)
         self._local = threading.local()   # one reused block buffer per thread
 
-    def _winograd_input(self, weight, windows):
+    def _winograd_input(self, windows):
         """The padded (C, Ho + 2, Wo + 2, N) input the windows are a view of, when Winograd
         F(2x2, 3x3) applies: a 3x3 kernel at stride 1, even output sizes, enough channels;
         else None."""
@@ -83,7 +83,7 @@ class BlockedConv2d:
         """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
         xp, o = self.xp, weight.shape[0]
         _, _, _, ho, wo, n = windows.shape
-        padded = self._winograd_input(weight, windows)
+        padded = self._winograd_input(windows)
         if padded is not None:
             return self.winograd.correlate(weight, padded, ho, wo)
         out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))

@@ -78,7 +78,7 @@ class Winograd3x3:
         """The 3x3 correlation of `padded` (C, ho + 2, wo + 2, N) with `weight` (O, C, 3, 3), as
         (O, ho, wo, N); ho and wo even."""
         xp, dtype = self.xp, padded.dtype
-        c, _, wp, n = padded.shape
+        c, n = padded.shape[0], padded.shape[3]
         o, tiles_w = weight.shape[0], wo // 2
         u = self.filter_transform(weight.astype(dtype, copy=False))
         out = xp.empty((o, ho, wo, n), dtype)

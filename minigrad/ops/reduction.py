@@ -245,12 +245,8 @@ def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
     require_floating(op, x, "fc")
     axis, keepdims = dim_keywords(op, dim, keepdim, axis, keepdims)
     normalize_axes(op, axis, x.shape)   # errors name std, not var
-    if unbiased is not None and correction is not None:
-        raise TypeError(f"{op}: give unbiased= or correction=, not both")
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
     return Var.apply(x, axis=axis, keepdims=keepdims,
-                     correction=1 if correction is None else correction)
+                     correction=_correction(op, unbiased, correction))
 
 
 class Prod(Op):
