@@ -18,7 +18,6 @@ DistributedDataParallel averages gradients across processes there.
 Kept out of autograd.py so the engine stays small: it makes one call for each kind.
 """
 import itertools
-import types
 import weakref
 
 from . import grad_mode, graph
@@ -46,19 +45,26 @@ def _hooks_of(tensor):
 
 
 class RemovableHandle:
-    """What register_hook returns: `.remove()` takes the hook off (twice is harmless); also a
-    context manager that removes it at the end of the block."""
+    """A registered hook, as every `register_*hook` of minigrad returns it (tensor, module and
+    engine hooks): it puts `hook` into the dict `hooks` under an id that grows with every
+    registration (first with `prepend`, an OrderedDict's), `.remove()` takes it off (twice is
+    harmless), and as a context manager it removes the hook at the end of the block."""
 
-    def __init__(self, hooks):
-        self._hooks, self.id = hooks, next(_handle_ids)
+    def __init__(self, hooks, hook, prepend=False):
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
+        self.hooks, self.id = hooks, next(_handle_ids)
+        hooks[self.id] = hook
+        if prepend:
+            hooks.move_to_end(self.id, last=False)
 
     def remove(self):
-        self._hooks.pop(self.id, None)
+        self.hooks.pop(self.id, None)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc_info):
         self.remove()
 
 
@@ -71,10 +77,8 @@ def register_hook(tensor, hook):
     if not callable(hook):
         raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
     global in_use
-    in_use, hooks = True, _hooks_of(tensor)
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
-    return handle
+    in_use = True
+    return RemovableHandle(_hooks_of(tensor), hook)
 
 
 def retain_grad(tensor):
@@ -160,9 +164,8 @@ _step_hooks = {}
 def register_backward_step_hook(hook):
     """Returns a handle: `handle.remove()` unregisters the hook."""
     global in_use
-    in_use, key = True, object()
-    _step_hooks[key] = hook
-    return types.SimpleNamespace(remove=lambda: _step_hooks.pop(key, None))
+    in_use = True
+    return RemovableHandle(_step_hooks, hook)
 
 
 def run_step_hooks(node, grads, input_grads):
@@ -175,9 +178,7 @@ _backward_end_hooks = {}
 
 def register_backward_end_hook(hook):
     """Returns a handle: `handle.remove()` unregisters the hook."""
-    key = object()
-    _backward_end_hooks[key] = hook
-    return types.SimpleNamespace(remove=lambda: _backward_end_hooks.pop(key, None))
+    return RemovableHandle(_backward_end_hooks, hook)
 
 
 def run_backward_end_hooks(leaves):
