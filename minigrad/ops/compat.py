@@ -51,10 +51,6 @@ class FloorDivide(Op):
     """floor(a / b), rounded toward -inf as Python's //;  no derivative: PyTorch defines none,
     so backward is an error rather than a silent zero."""
 
-    @classmethod
-    def name(cls):
-        return "floor_divide"
-
     @staticmethod
     def forward(ctx, a, b):
         xp = ctx.xp

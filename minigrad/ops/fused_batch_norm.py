@@ -101,10 +101,6 @@ class FusedBatchNorm(Op):
     """(y, batch_mean, batch_var) = fused_batch_norm(x, gamma, beta, mean, var), each of gamma,
     beta and the pair mean, var possibly None; see the module docstring."""
 
-    @classmethod
-    def name(cls):
-        return "fused_batch_norm"
-
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
         axis = check_fused_inputs("fused_batch_norm", x, gamma, beta, mean, var, axis)

@@ -63,10 +63,6 @@ class FusedBatchNormAct(Op):
     only;  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)), dy = g * act'(z),
     xhat = (act^-1(z) - beta) / gamma (see the module docstring)."""
 
-    @classmethod
-    def name(cls):
-        return "fused_batch_norm_act"
-
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):
         axis = check_fused_inputs("fused_batch_norm_act", x, gamma, beta, mean, var, axis)

@@ -80,6 +80,10 @@ def normalize_index(x, index):
 class GetItem(Op):
     """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd)."""
 
+    @classmethod
+    def name(cls):
+        return "getitem"   # the function's spelling (ops.getitem, Python's __getitem__)
+
     @staticmethod
     def forward(ctx, x, index, gathers):
         ctx.in_shape, ctx.index, ctx.gathers = x.shape, index, gathers

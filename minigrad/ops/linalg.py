@@ -13,6 +13,10 @@ class MatMul(Op):
     (b) matrix, and batch dimensions are summed back with `unbroadcast`.
     """
 
+    @classmethod
+    def name(cls):
+        return "matmul"   # the function's spelling (torch.matmul)
+
     @staticmethod
     def forward(ctx, a, b):
         check_same_dtype("matmul", ("a", "b"), (a, b))

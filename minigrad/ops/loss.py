@@ -221,10 +221,6 @@ class BinaryCrossEntropy(Op):
     """loss = -(t * max(log p, -100) + (1 - t) * max(log(1 - p), -100)) for probabilities p;
     dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100))."""
 
-    @classmethod
-    def name(cls):
-        return "binary_cross_entropy"
-
     @staticmethod
     def forward(ctx, p, t):
         xp = ctx.xp

@@ -296,6 +296,10 @@ class LogSumExp(Op):
     """y = log sum exp(x) over axis, computed as m + log sum exp(x - m) with m the max, so no
     exp overflows;  dx = g * exp(x - y) (softmax)."""
 
+    @classmethod
+    def name(cls):
+        return "logsumexp"   # the function's spelling (torch.logsumexp)
+
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         require_floating("logsumexp", x, "fc")
