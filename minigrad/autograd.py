@@ -129,8 +129,8 @@ def _root_grad(tensor, grad, what):
                 f"{what}: a gradient can be implied only for a one-element output, but this one "
                 f"has shape {tensor.shape}; pass a gradient of that shape "
                 f"({'grad_outputs' if what == 'grad' else 'gradient'}=...)")
-        return Tensor.from_array(tensor._backend.xp.ones(tensor.shape, dtype=tensor.dtype),
-                                 tensor._backend)
+        return Tensor.from_array(tensor.backend.xp.ones(tensor.shape, dtype=tensor.dtype),
+                                 tensor.backend)
     if not isinstance(grad, Tensor):
         grad = as_tensor(grad, tensor.dtype, tensor.device)
     if grad.device != tensor.device:

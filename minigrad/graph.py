@@ -99,7 +99,7 @@ class _Changed(Tensor):
 
     def __init__(self, saved, error):   # (not Tensor's legacy constructor)
         self._saved, self._error = saved, error
-        self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
+        self._backend, self.requires_grad, self._grad = saved.backend, saved.requires_grad, None
         self._node, self._index, self._version_counter = (
             saved._node, saved._index, saved._version_counter)
 
@@ -143,7 +143,7 @@ def accumulate_grad(leaf, grad, create_graph):
             with enable_grad():
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
-            leaf._grad = Tensor.from_array(grad.array.copy(), grad._backend)
+            leaf._grad = Tensor.from_array(grad.array.copy(), grad.backend)
         else:
             with no_grad():
                 leaf._grad.add_(grad)

@@ -30,7 +30,7 @@ def arithmetic(x, name, other, alpha=1):
     value = _operand(x, name, other)
     if alpha != 1:
         value = value * alpha
-    xp = x._backend.xp
+    xp = x.backend.xp
     true_division = (1.0,) if name == "div_" else ()   # an integer / an integer is a float
     _check_fits(x, name, value, xp.result_type(x.array, _raw(value), *true_division))
     if _records(x, name, [value]):
@@ -74,7 +74,7 @@ def clamp(x, min=None, max=None):
     if not all(isinstance(b, (int, float)) for b in bounds):
         raise TypeError(f"clamp_: min and max must be numbers, got "
                         f"{[type(b).__name__ for b in bounds]}")
-    xp = x._backend.xp
+    xp = x.backend.xp
     _check_fits(x, "clamp_", bounds[0], xp.result_type(x.array, *bounds))
     if _records(x, "clamp_", []):
         new = _old_value(x)
@@ -161,7 +161,7 @@ def _viewed_leaf(x):
 
 def _old_value(x):
     """x's value before the change, in memory of its own, at x's place in the graph."""
-    old = Tensor.from_array(x.array.copy(), x._backend)
+    old = Tensor.from_array(x.array.copy(), x.backend)
     old.requires_grad, old._node, old._index = x.requires_grad, x._node, x._index
     return old
 
@@ -205,7 +205,7 @@ def _operand(x, name, value):
 def _check_fits(x, name, value, result_dtype):
     """The result has x's shape and a dtype x can hold without changing kind (PyTorch's rule:
     an integer tensor cannot take a float result in place)."""
-    xp = x._backend.xp
+    xp = x.backend.xp
     if not xp.can_cast(result_dtype, x.dtype, casting="same_kind"):
         raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
                            f"dtype {x.dtype}")

@@ -110,10 +110,10 @@ class TensorMethods:
     # Comparisons are not differentiable: they give boolean tensors.
     def _compare(self, other, name):
         if isinstance(other, Tensor):
-            if other._backend is not self._backend:
+            if other.backend is not self.backend:
                 raise ops.base.device_mismatch(name, (self, other))
             other = other.array
-        return Tensor.from_array(getattr(self._backend.xp, name)(self.array, other), self._backend)
+        return Tensor.from_array(getattr(self.backend.xp, name)(self.array, other), self.backend)
 
     def __eq__(self, other): return self._compare(other, "equal")
     def __ne__(self, other): return self._compare(other, "not_equal")

@@ -80,7 +80,7 @@ def _constant(value, dtype, like):
         array = numpy.asarray(value, dtype=dtype)
     except OverflowError:
         array = numpy.asarray(value).astype(dtype)
-    return Tensor.from_array(like._backend.xp.asarray(array), like._backend)
+    return Tensor.from_array(like.backend.xp.asarray(array), like.backend)
 
 
 def lift(op, value, like):

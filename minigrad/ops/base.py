@@ -208,6 +208,6 @@ def _differentiable(output, ctx):
 def device_mismatch(name, tensors):
     """The error for an op `name` whose input tensors live on different devices."""
     first = tensors[0]
-    i, other = next((i, t) for i, t in enumerate(tensors) if t._backend is not first._backend)
+    i, other = next((i, t) for i, t in enumerate(tensors) if t.backend is not first.backend)
     return DeviceError(f"{name}: input 0 is on {first.device} but input {i} is on "
                        f"{other.device}; move them to one device with .to(device)")

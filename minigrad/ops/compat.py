@@ -32,7 +32,7 @@ def bmm(a, b):
 def masked_fill(x, mask, value):
     """x with `value` (a number or a 0-d tensor) where the boolean `mask` (broadcast to x's
     shape) is True; the result keeps x's dtype, as in PyTorch."""
-    mask_data = mask.array if isinstance(mask, Tensor) else x._backend.xp.asarray(mask)
+    mask_data = mask.array if isinstance(mask, Tensor) else x.backend.xp.asarray(mask)
     if mask_data.dtype.kind != "b":
         raise TypeError(f"masked_fill: the mask must be boolean, got dtype {mask_data.dtype} "
                         f"(shape {mask_data.shape}); compare it first, e.g. mask != 0")

@@ -26,7 +26,7 @@ def _component(x, part):
             raise ValueError(f"getitem: the index tensor is on {part.device} but the indexed "
                              f"tensor (shape {x.shape}) is on {x.device}")
         part = part.array
-    array = x._backend.asarray(part)
+    array = x.backend.asarray(part)
     if array.dtype.kind == "f" and array.size == 0:   # [] reads as float64 in NumPy
         array = array.astype("int64")
     if array.dtype.kind not in "biu":
@@ -57,7 +57,7 @@ def _check_bounds(x, parts):
             continue
         if _is_int_array(part) and part.size and axis < x.ndim:
             size = x.shape[axis]
-            low, high = (int(v) for v in x._backend.xp.stack([part.min(), part.max()]).tolist())
+            low, high = (int(v) for v in x.backend.xp.stack([part.min(), part.max()]).tolist())
             if low < -size or high >= size:
                 bad = high if high >= size else low
                 raise IndexError(f"getitem: index {bad} is out of range for axis {axis} of size "
