@@ -10,6 +10,7 @@ failure here.
 """
 import contextlib
 import copy
+import functools
 import io
 import pathlib
 import re
@@ -112,11 +113,16 @@ class Twin:
 
 
 # --------------------------------------------------------------------------- data
+@functools.cache
+def mnist_test_split():
+    return mg.data.MNIST(MNIST_DIR, train=False, download=False)
+
+
 def digits(n, offset=0):
     """n MNIST test images ((n, 28, 28) float32 in [0, 1]) and labels (int64); without
     $MINIGRAD_DATA, noisy class templates of the same shapes."""
     if FOUND:
-        split = mg.data.MNIST(MNIST_DIR, train=False, download=False)
+        split = mnist_test_split()
         return (split.images[offset:offset + n, 0].copy(),
                 split.labels[offset:offset + n].copy())
     rng = np.random.default_rng(offset)
@@ -738,6 +744,7 @@ MAKEMORE3_EVAL = """
     split_loss('train')
     split_loss('val')
 
+
     g = torch.Generator().manual_seed(2147483647 + 10)
     samples = []
     for _ in range(3):
@@ -756,6 +763,20 @@ MAKEMORE3_EVAL = """
             if ix == 0:
                 break
         samples.append(''.join(itos[i] for i in out))
+
+    # calibrate the batch norm at the end of training
+    with torch.no_grad():
+        emb = C[Xtr]
+        embcat = emb.view(emb.shape[0], -1)
+        hpreact = embcat @ W1
+        bnmean = hpreact.mean(0, keepdim=True)
+        bnstd = hpreact.std(0, keepdim=True)
+
+    plotted = torch.tensor(lossi).view(-1, 2).mean(1)
+    expected_initial_loss = -torch.tensor(1/27.0).log()
+    logits = torch.tensor([0.0, 0.0, 5.0, 0.0])
+    probs = torch.softmax(logits, dim=0)
+    example_loss = -probs[2].log()
 """
 
 MAKEMORE3_LAYERS = """
@@ -887,6 +908,25 @@ MAKEMORE3_STATS = """
             print('weight %10s | mean %+f | std %e | grad:data ratio %e' % (
                 tuple(p.shape), t.mean(), t.std(), t.std() / p.std()))
             ratios.append(float(t.std() / p.std()))
+
+    for layer in layers:
+        layer.training = False
+
+    @torch.no_grad()
+    def split_loss(split):
+        x,y = {
+            'train': (Xtr, Ytr),
+            'val': (Xdev, Ydev),
+            'test': (Xte, Yte),
+        }[split]
+        emb = C[x]
+        x = emb.view(emb.shape[0], -1)
+        for layer in layers:
+            x = layer(x)
+        loss = F.cross_entropy(x, y)
+        return loss.item()
+
+    eval_losses = [split_loss('train'), split_loss('val')]
 """
 
 
@@ -915,6 +955,7 @@ def test_makemore_part3_batchnorm_mlp_matches_torch():
     twin.check("[bnmean_running, bnstd_running]")
     twin.run(MAKEMORE3_EVAL)
     twin.check("[split_losses['train'], split_losses['val']]")
+    twin.check("[bnmean, bnstd, plotted, expected_initial_loss, probs, example_loss]")
     for namespace in (twin.torch, twin.mg):
         assert all(name.endswith(".") for name in namespace["samples"])
 
@@ -932,6 +973,7 @@ def test_makemore_part3_layers_and_statistics_match_torch():
     twin.check("[array for pair in activations for array in pair]", atol=1e-4)
     twin.check("[array for pair in gradients for array in pair]", rtol=1e-3, atol=1e-2)
     twin.check("ratios", rtol=1e-3)
+    twin.check("eval_losses")
 
 
 MAKEMORE4_INIT = """
