@@ -110,7 +110,8 @@ def promote(op, *operands, floating=False):
     if len(operands) == 2 and isinstance(first, Tensor) and (
             not floating or first.dtype.kind in "fc"):
         # the common cases, decided without the general rule: two tensors of one dtype, and a
-        # floating tensor with a real Python number
+        # floating tensor with a real Python number (kept: the rule costs 3-5 us more per
+        # binary op, a third of a small one; measured in issue 22)
         other = operands[1]
         if isinstance(other, Tensor):
             if other.dtype == first.dtype:
