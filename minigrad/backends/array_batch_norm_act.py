@@ -28,7 +28,7 @@ block), so the backward's temporaries are block-sized, never input-sized.
 """
 import typing
 
-from .numpy_batch_norm import ArrayBatchNorm, accumulation_dtype, channel_view, from_channel_view
+from .array_batch_norm import ArrayBatchNorm, accumulation_dtype, channel_view, from_channel_view
 
 ACTIVATIONS = ("identity", "leaky_relu", "elu")
 

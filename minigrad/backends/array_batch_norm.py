@@ -257,7 +257,13 @@ class ArrayBatchNorm:
             self._per_channel(self.xp.subtract, block, spread, centred)
             yield index, centred
 
-    # ---------------------------------------------------------------- shared with normalize
+    # ------------------------------------------- shared with normalize and sync_normalize
+    def accumulation_dtype(self, dtype):
+        """The dtype statistics of `dtype` input are accumulated in (`accumulation_dtype`)."""
+        return accumulation_dtype(self.xp, dtype)
+
+    merge_moments = staticmethod(merge_moments)
+
     def moments(self, x, axes):
         """(mean, var) of x over `axes`, kept as length-1 dims, in the accumulation dtype: the
         statistics `forward_train` computes for batch norm (axes: all but the channel axis)."""
