@@ -1,5 +1,6 @@
-"""The NumPy backend's "batch_norm_act" kernel: batch norm, then an activation, with a backward
-that reads only the output z (InPlace-ABN's idea; docs/bn-act.md).
+"""The "batch_norm_act" kernel as array code for any `xp`: batch norm, then an activation, with a
+backward that reads only the output z (InPlace-ABN's idea; docs/bn-act.md). The derivatives are
+written in the op, `FusedBatchNormAct`; this module says how they are computed from z.
 
 `ArrayBatchNormAct` is the "batch_norm" kernel (`ArrayBatchNorm`: its statistics, its forward
 and its blocks) with an activation after the forward, and a backward from the output (the GPU's

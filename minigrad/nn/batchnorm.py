@@ -109,13 +109,14 @@ class _BatchNorm(Module):
             factor=factor, eps=self.eps, count=count, fused=self.fused is not False,
             memory=self.memory, activation=activation)
 
-    def _check_input(self, input, statistics=None, unit="channel", count_values=True):
+    def _check_input(self, input, statistics=None, unit="channel", batch_facts=True):
         """Every check of one call: a tensor of the accepted dims with num_features channels on
         axis 1, of a floating dtype that suits the parameters and buffers, and, when the batch's
         statistics are used, more than one value behind each of the `statistics` (default: one
         per channel) or none at all (an empty batch, as PyTorch allows). Returns that count, or
-        None when the running statistics are used (or `count_values` is False: SyncBatchNorm
-        counts the values of all ranks)."""
+        None when the running statistics are used. batch_facts=False checks the layer's own
+        facts only (type, dims, channels): SyncBatchNorm's sync_normalize checks the dtypes and
+        counts the values of all ranks together, naming each rank."""
         name = f"{type(self).__name__}({self.num_features})"
         if not isinstance(input, Tensor):
             raise TypeError(f"{type(self).__name__}: expected a Tensor, got "
@@ -124,12 +125,14 @@ class _BatchNorm(Module):
             dims = " or ".join(f"{n}-d" for n in self._dims)
             raise ValueError(f"{name}: expected {dims} input with {self.num_features} channels "
                              f"on axis 1, got shape {input.shape}")
+        if not batch_facts:
+            return None
         batch_statistics = self.training or not self.track_running_stats
         running = {} if batch_statistics or statistics else {
             "running_mean": self.running_mean, "running_var": self.running_var}
         check_batch_norm(name, input, 1, count_values=False, weight=self.weight, bias=self.bias,
                          **running)
-        if not (batch_statistics and count_values):
+        if not batch_statistics:
             return None
         if input.numel() == 0:
             return 0

@@ -27,7 +27,7 @@ class SyncBatchNorm(_BatchNorm):
         if not (self.training and distributed.is_initialized()
                 and distributed.get_world_size() > 1):
             return super().forward(input)
-        self._check_input(input, count_values=False)   # sync_normalize counts all ranks' values
+        self._check_input(input, batch_facts=False)   # sync_normalize checks across ranks
         axes = (0,) + tuple(range(2, input.ndim))
         y, mean, var, count = sync_normalize(input, axes, self.eps, check=self)
         if self.track_running_stats:

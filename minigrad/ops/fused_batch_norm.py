@@ -29,10 +29,10 @@ def check_batch_norm(op, x, axis=1, count_values=True, dtype_rule=True, **vector
     named vector (gamma, beta, mean, var; or the layers' weight, bias, running_mean,
     running_var) is None or a (C,) tensor of x's dtype (float32 also for float16 x, PyTorch's
     rule; fused_batch_norm_act, with `dtype_rule` False, computes in the accumulation dtype and
-    takes any floating vectors). With `count_values`, x must hold values, and more than one per channel in the
-    training form (mean None: the variance of one value is 0, so the output would be beta
-    whatever the input); the layers count them themselves. Returns the channel axis as a
-    non-negative int."""
+    takes any floating vectors). With `count_values`, x must hold values, and more than one per
+    channel in the training form (mean None: the variance of one value is 0, so the output
+    would be beta whatever the input); the layers count them themselves. Returns the channel
+    axis as a non-negative int."""
     if x.dtype.kind != "f":
         raise TypeError(f"{op}: expected a floating input, got dtype {x.dtype} "
                         f"(shape {x.shape})")
