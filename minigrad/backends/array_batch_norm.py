@@ -14,7 +14,7 @@ GPU (`CudaBatchNorm`), so `FusedBatchNorm` calls the same three functions on eit
 It also serves `normalize`: `moments(x, axes)` and `standardize(x, mean, rstd, axes)`, and
 `sync_normalize`: `accumulation_dtype(dtype)` and `merge_moments(counts, means, squares,
 count)`. The composed and the fused batch norm take their statistics from the same `_moments`
-code and agree to the last bit on the CPU. (The CuPy backend runs this class on whole arrays for normalize.)
+code and agree to the last bit on the CPU.
 
 Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
 or (N, C): (rows, C, 1)), its axes taken in the order they lie in memory: conv2d's output, NCHW
