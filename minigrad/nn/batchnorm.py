@@ -15,6 +15,8 @@ gradient; unbiased variance):
 (PyTorch's convention. Caffe's `moving_average_fraction` and Keras' `momentum` give the weight
 of the old value instead: keep = 1 - momentum.) In evaluation the running statistics are used.
 With track_running_stats=False there are no buffers and batch statistics are used always.
+An empty batch gives an empty output and leaves the running statistics as they were (it is
+counted in num_batches_tracked), as in PyTorch.
 
 `scale` / `center` switch weight and bias separately (both default to `affine`); an absent one
 costs nothing. `fused`: True runs `ops.fused_batch_norm` (one op), False the composition
@@ -22,8 +24,9 @@ normalize, mul, add, "auto" the fused op (CUDA kernels on the GPU, NumPy on the 
 path on both). The results, the buffers and the state_dict are the same either way.
 
 `memory`: "input" (the default) keeps the input x for backward; "output" keeps the output y
-instead (`ops.fused_batch_norm_act` with no activation), so x is freed after forward when
-nothing else holds it: worth it when x is used only by this layer (a conv's output). Backward
+instead (`ops.fused_batch_norm_act` with the identity, the op that keeps its output; plain
+BatchNorm applies no activation), so x is freed after forward when nothing else holds it:
+worth it when x is used only by this layer (a conv's output). Backward
 then divides by weight, so a weight of exactly 0 that is trained is an error (docs/bn-act.md).
 The BatchNormAct layers (nn/batchnorm_act.py) are these layers with an activation after the
 norm, memory="output" by default.
@@ -38,7 +41,10 @@ from .module import Module, Parameter
 
 
 class _BatchNorm(Module):
-    """Shared by the BatchNorm layers (they differ only in the input dims they accept)."""
+    """Shared by the batch-norm layers. Each sets `_dims`; the variants extend `_check_input`
+    (RegionBatchNorm2d) or `_batch_norm` (the BatchNormAct layers add their activation,
+    RegionBatchNorm2d views the input), and SyncBatchNorm wraps `forward` around sync_normalize.
+    forward reads as PyTorch's: the check, the averaging factor, one functional call."""
 
     _dims = ()   # accepted input ndim
 
