@@ -20,7 +20,7 @@ accumulates in float32; the statistics come back in that dtype).
 import math
 
 from .. import autograd
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ._promotion import require_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
@@ -111,6 +111,7 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
     if (mean is None) != (var is None):
         raise ValueError("normalize: give both mean and var (inference form) or neither "
                          "(training form)")
+    x = as_tensor(x)
     require_floating("normalize", x)
     axes = normalize_axes("normalize", axes, x.ndim)
     if mean is None:   # training: x is the only input (the tape shows normalize(x, axes=...))
