@@ -42,6 +42,7 @@ _FINGERPRINT = 128      # bytes: a call's description, cut to 124 bytes, and its
 # little behind is met at once), then sleeps between polls, growing to a millisecond (a peer
 # far behind, or stuck, costs this rank no CPU). Sleeping from the start costs ~60 us per wait.
 SPIN_SECONDS = 1e-3
+_yield_core = getattr(os, "sched_yield", lambda: time.sleep(0))   # Windows has no sched_yield
 
 _state = {"comm": None, "MPI": None, "control": None, "timeout": None}
 # where this rank is: collectives started, the one it waits in (kind, owner) and its step
@@ -163,7 +164,7 @@ def _wait(kind, start, owner=None):
     pause = 0.0
     while not request.Test():
         if time.monotonic() < spin_until:   # a peer a little behind: answer within microseconds
-            os.sched_yield()                 # an idle core comes straight back; a busy one runs
+            _yield_core()                    # an idle core comes straight back; a busy one runs
             continue                         # the others meanwhile
         _serve()
         _abort_if_a_peer_left()
