@@ -10,7 +10,8 @@ parameter that got no gradient on a rank contributes zeros, so no rank waits for
 never comes; after the reduction every parameter has a `.grad`. `no_sync()` skips the averaging
 (gradient accumulation: the next backward outside it averages everything accumulated). With
 `broadcast_buffers` (the default, as in PyTorch) each training forward first copies rank 0's
-buffers to every rank.
+buffers to every rank. Broadcasts carry bytes, so buffers of every dtype (float statistics,
+int64 counters) go in one message.
 
 Faults: each step checks, locally and without a message, that the parameters and buffers still
 have the shapes and dtypes the buckets were laid out for (an error naming the tensor otherwise),
