@@ -58,7 +58,7 @@ def cases(channels, pixels, batch, rng):
     tx, tgrad = torch.tensor(x, requires_grad=True), torch.tensor(g)
     m_wanted = [mx] + list(model.parameters())
     t_wanted = [tx] + list(twin.parameters())
-    out_m, out_t = model(mx).numpy(), twin(tx).detach().numpy()
+    out_m, out_t = model(mx).detach().numpy(), twin(tx).detach().numpy()
     np.testing.assert_allclose(out_m, out_t, rtol=1e-3, atol=1e-3 * np.abs(out_t).max())
     return {"minigrad": lambda: mg.grad(model(mx), m_wanted, mgrad),
             "pytorch": lambda: torch.autograd.grad(twin(tx), t_wanted, tgrad)}

@@ -7,6 +7,8 @@ cols (C*kh*kw, Ho*Wo*N) and the weight viewed as W (O, C*kh*kw):
     forward(weight, windows)          -> W @ cols      as (O, Ho, Wo, N)
     input_grad(weight, g)             -> W^T @ g       as windows (C, kh, kw, Ho, Wo, N)
     weight_grad(g, windows, dtype)    -> g @ cols^T    as (O, C, kh, kw)
+    transpose(weight, g, size, padding) -> fold(W^T @ g) as (C, H, W, N), at stride 1 when
+                                         `transposes(...)` says so (else the op folds)
 
 with g the output gradient as (O, Ho, Wo, N) (the forward's layout). `ArrayConv2d` (CuPy) is
 the same contract on whole arrays.
@@ -24,8 +26,16 @@ ResNet) run as Winograd F(2x2, 3x3)
 (numpy_winograd.py): 2.25 times fewer multiplies, 16 batched (O, C) @ (C, tiles) products on
 transformed tiles instead of one (O, 9C) @ (9C, Ho*Wo*N). Its float32 error is that of the direct
 product (a few units of rounding of the largest output; numbers in numpy_winograd.py), so it is
-the default; `winograd_min_channels=None` turns it off. The measurements are in
-benchmarks/README.md.
+the default; `winograd_min_channels=None` turns it off. The weight gradient of such a conv with
+enough channels (`winograd_grad_min_channels`) is Winograd's F(3x3, 2x2), the same transforms
+transposed (numpy_winograd.py): below 64 channels its transforms cost more than it saves.
+
+At stride 1 without dilation the transposed product (conv2d's dx, ConvTranspose2d's forward)
+is a plain correlation: g padded by kernel - 1 - padding, with the kernel flipped and its two
+channel axes swapped, run by `forward` (Winograd where it applies). That skips the
+(C*kh*kw, Ho*Wo*N) matrix W^T @ g and the kh*kw overlapping adds of col2im. Few output channels
+make that correlation's products short and slow (LeNet's 6), hence CORRELATION_MIN_CHANNELS.
+The measurements are in benchmarks/README.md.
 """
 import threading
 
@@ -34,27 +44,33 @@ from .numpy_winograd import Winograd3x3
 SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
 BLOCK_ELEMENTS = 1 << 17   # values per im2col block (512 kB of float32): block and products in L2
 WINOGRAD_MIN_CHANNELS = 16   # 3x3 stride-1 convs with this many input channels use Winograd
+WINOGRAD_GRAD_MIN_CHANNELS = 64   # ... and their weight gradients from this many
+CORRELATION_MIN_CHANNELS = 16   # stride-1 transposed products with this many outputs correlate
 
 
 class BlockedConv2d:
     """conv2d's products on the CPU, the im2col matrix in blocks (see the module docstring)."""
 
     def __init__(self, xp, block_elements=BLOCK_ELEMENTS, short_contraction=SHORT_CONTRACTION,
-                 winograd_min_channels=WINOGRAD_MIN_CHANNELS):
+                 winograd_min_channels=WINOGRAD_MIN_CHANNELS,
+                 winograd_grad_min_channels=WINOGRAD_GRAD_MIN_CHANNELS,
+                 correlation_min_channels=CORRELATION_MIN_CHANNELS):
         self.xp = xp
         self.block_elements = block_elements
         self.short_contraction = short_contraction
         self.winograd_min_channels = winograd_min_channels   # None: never
+        self.winograd_grad_min_channels = winograd_grad_min_channels   # None: never
+        self.correlation_min_channels = correlation_min_channels   # None: never
         self.winograd = Winograd3x3(xp, 2 * block_elements)
         self._local = threading.local()   # one reused block buffer per thread
 
-    def _winograd_input(self, weight, windows):
+    def _winograd_input(self, windows, min_channels):
         """The padded (C, Ho + 2, Wo + 2, N) input the windows are a view of, when Winograd
         F(2x2, 3x3) applies: a 3x3 kernel at stride 1, even output sizes, enough channels;
         else None."""
         c, kh, kw, ho, wo, n = windows.shape
         strides = windows.strides
-        if (self.winograd_min_channels is None or c < self.winograd_min_channels
+        if (min_channels is None or c < min_channels
                 or (kh, kw) != (3, 3) or ho % 2 or wo % 2 or strides[1:3] != strides[3:5]):
             return None
         return self.xp.lib.stride_tricks.as_strided(
@@ -83,7 +99,7 @@ class BlockedConv2d:
         """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
         xp, o = self.xp, weight.shape[0]
         _, _, _, ho, wo, n = windows.shape
-        padded = self._winograd_input(weight, windows)
+        padded = self._winograd_input(windows, self.winograd_min_channels)
         if padded is not None:
             return self.winograd.correlate(weight, padded, ho, wo)
         out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))
@@ -110,9 +126,35 @@ class BlockedConv2d:
         """g @ cols^T as (O, C, kh, kw) of `dtype`, summed over blocks recomputed from the
         windows."""
         xp, (o, ho, wo, n) = self.xp, g.shape
+        padded = self._winograd_input(windows, self.winograd_grad_min_channels)
+        if padded is not None:
+            return self.winograd.weight_grad(g, padded).astype(dtype, copy=False)
         g3 = g.reshape(o, ho, wo * n)   # a view when g has the forward's layout
         contraction = windows.shape[0] * windows.shape[1] * windows.shape[2]
         dw_t = xp.zeros((contraction, o), dtype=xp.result_type(windows.dtype, g.dtype))
         for y0, y1, cols in self._blocks(windows):
             dw_t += cols.reshape(contraction, -1) @ g3[:, y0:y1].reshape(o, -1).T
         return dw_t.T.reshape((o,) + windows.shape[:3]).astype(dtype, copy=False)
+
+    def transposes(self, weight_shape, stride, padding, dilation):
+        """True when `transpose` computes fold(W^T @ g) for this geometry: stride 1, no
+        dilation, padding below the kernel, enough output channels (weight (I, C, kh, kw))."""
+        return (self.correlation_min_channels is not None
+                and weight_shape[1] >= self.correlation_min_channels
+                and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+                and all(p < k for p, k in zip(padding, weight_shape[2:])))
+
+    def transpose(self, weight, g, size, padding):
+        """fold(W^T @ g) as (C, H, W, N) with (H, W) = size, for g (I, Ho, Wo, N) and weight
+        (I, C, kh, kw) at stride 1: the correlation of g padded by kernel - 1 - padding (more at
+        the end when `size` asks for it) with the flipped kernel, by `forward`."""
+        xp, (i, ho, wo, n) = self.xp, g.shape
+        kh, kw = weight.shape[2:]
+        top, left = kh - 1 - padding[0], kw - 1 - padding[1]
+        padded = xp.zeros((i, size[0] + kh - 1, size[1] + kw - 1, n),
+                          dtype=xp.result_type(weight.dtype, g.dtype))
+        padded[:, top:top + ho, left:left + wo] = g
+        s_c, s_h, s_w, s_n = padded.strides
+        windows = xp.lib.stride_tricks.as_strided(
+            padded, (i, kh, kw) + tuple(size) + (n,), (s_c, s_h, s_w, s_h, s_w, s_n))
+        return self.forward(weight[:, :, ::-1, ::-1].swapaxes(0, 1), windows)
