@@ -36,7 +36,7 @@ class Node:
     __slots__ = ("op", "ctx", "inputs", "seq", "output_shapes", "output_counters",
                  "_saved_sources", "_saved_versions", "__weakref__")
 
-    def __init__(self, op, ctx, inputs, input_arrays, outputs):
+    def __init__(self, op, ctx, inputs, input_arrays, outputs, output_counters=None):
         self.op, self.ctx = op, ctx
         # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
         # to a new node (minigrad/inplace.py), and this node must keep the value it read.
@@ -47,8 +47,9 @@ class Node:
                              for i, t in enumerate(inputs)])
         self.seq = next(_sequence)
         self.output_shapes = tuple([out.shape for out in outputs])
-        self.output_counters = [version.VersionCounter() if out.base is None
-                                else version.output_counter(out, inputs) for out in outputs]
+        self.output_counters = output_counters or [   # given for in-place outputs (function.py)
+            version.VersionCounter() if out.base is None else version.output_counter(out, inputs)
+            for out in outputs]
         # Remember where each saved array came from, so backward can hand out graph-connected
         # tensors, and its version, so backward can tell it was not changed in place since.
         # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
@@ -73,12 +74,13 @@ class Node:
 
     def apply_backward(self, grad_outputs):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
-        A saved value changed in place since forward comes as a `_Changed` stand-in."""
+        A saved value changed in place since forward, or a saved intermediate (see
+        `_saved_intermediate`), comes as a `_Changed` stand-in."""
         ctx = self.ctx
         saved = [self.inputs[where] if kind == "input"
                  else Tensor._from_node(where, self, index) if kind == "output"
-                 else Tensor.from_array(where, ctx.backend)
-                 for kind, where, index in self._saved_sources]
+                 else _saved_intermediate(self, i, where)
+                 for i, (kind, where, index) in enumerate(self._saved_sources)]
         for i, entry in enumerate(self._saved_versions):
             error = version.changed_error(self, entry)
             if error is not None:
@@ -112,19 +114,43 @@ class _Changed(Tensor):
     place in the graph are there, but reading its values raises the version error. So the
     check fires only where a derivative really uses the value (PyTorch saves only those)."""
 
-    def __init__(self, saved, error):   # (not Tensor's legacy constructor)
-        self._saved, self._error = saved, error
+    def __init__(self, saved, error, only_while_recording=False):   # (not Tensor's constructor)
+        self._saved, self._error, self._only_while_recording = saved, error, only_while_recording
         self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
         self._node, self._index, self._version_counter = (
             saved._node, saved._index, saved._version_counter)
 
     @property
     def array(self):
+        if self._only_while_recording and not is_grad_enabled():
+            return self._saved.array
         raise self._error
 
     shape = property(lambda self: self._saved.shape)
     ndim = property(lambda self: self._saved.ndim)
     dtype = property(lambda self: self._saved.dtype)
+
+
+def _saved_intermediate(node, i, array):
+    """A saved array that is neither an input nor an output of the node: computed in forward, it
+    has no place in the graph, so backward can only see it as a constant. That is right for a
+    first derivative, and for integer or boolean values (masks, indices), but a floating-point
+    intermediate depends on the inputs, and a backward recorded with create_graph=True would
+    silently differentiate it as a constant. So it comes as a stand-in that reads as the
+    array in a plain backward and raises in a recorded one."""
+    if array is None:
+        return None
+    saved = Tensor.from_array(array, node.ctx.backend)
+    if array.dtype.kind not in "fc":
+        return saved
+    return _Changed(saved, RuntimeError(
+        f"{node.name}: saved value {i} (shape {tuple(array.shape)}, {array.dtype}) was "
+        "computed in forward and is neither an input nor an output, so backward sees it as a "
+        "constant; differentiating this backward (create_graph=True, gradgradcheck) would "
+        "silently treat it as one and give wrong higher derivatives. Save the inputs and "
+        "recompute the value in backward with minigrad ops, or return it as an output of forward; "
+        "if it really does not depend on the inputs (noise, a fixed weight), keep it as a plain "
+        "attribute of ctx instead"), only_while_recording=True)
 
 
 def _source_of(array, input_arrays, outputs):
@@ -341,3 +367,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the outputs; "
                 "pass allow_unused=True to get None for it")
     return tuple(grads)
+
+
+# mg.autograd.Function (custom functions on tensors) builds on Node, so it is imported last.
+from .function import Function, FunctionCtx, once_differentiable  # noqa: E402, F401
