@@ -11,7 +11,7 @@ Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re
 import itertools
 import threading
 
-from . import hooks, version
+from . import hooks, saved_values, version
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     enable_grad,
     inference_mode,
@@ -54,7 +54,7 @@ class Node:
         # tensors, and its version, so backward can tell it was not changed in place since.
         # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
         self._saved_sources = tuple([
-            _source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
+            saved_values.source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
         self._saved_versions = self._saved_sources and version.remember(
             self._saved_sources, self.inputs, self.output_counters)
         ctx.saved_arrays = ()
@@ -74,17 +74,17 @@ class Node:
 
     def apply_backward(self, grad_outputs):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
-        A saved value changed in place since forward, or a saved intermediate (see
-        `_saved_intermediate`), comes as a `_Changed` stand-in."""
+        A saved value changed in place since forward, or a saved intermediate, comes as a
+        stand-in that refuses to be read (minigrad/saved_values.py)."""
         ctx = self.ctx
         saved = [self.inputs[where] if kind == "input"
                  else Tensor._from_node(where, self, index) if kind == "output"
-                 else _saved_intermediate(self, i, where)
+                 else saved_values.intermediate(self, i, where)
                  for i, (kind, where, index) in enumerate(self._saved_sources)]
         for i, entry in enumerate(self._saved_versions):
             error = version.changed_error(self, entry)
             if error is not None:
-                saved[i] = _Changed(saved[i], error)
+                saved[i] = saved_values.Unreadable(saved[i], error)
         ctx._saved = tuple(saved) or None   # None: nothing saved
         try:
             grads = self.op.backward(ctx, *grad_outputs)
@@ -107,60 +107,6 @@ class Node:
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
-
-
-class _Changed(Tensor):
-    """A saved value changed in place after forward, as backward gets it: its shape, dtype and
-    place in the graph are there, but reading its values raises the version error. So the
-    check fires only where a derivative really uses the value (PyTorch saves only those)."""
-
-    def __init__(self, saved, error, only_while_recording=False):   # (not Tensor's constructor)
-        self._saved, self._error, self._only_while_recording = saved, error, only_while_recording
-        self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
-        self._node, self._index, self._version_counter = (
-            saved._node, saved._index, saved._version_counter)
-
-    @property
-    def array(self):
-        if self._only_while_recording and not is_grad_enabled():
-            return self._saved.array
-        raise self._error
-
-    shape = property(lambda self: self._saved.shape)
-    ndim = property(lambda self: self._saved.ndim)
-    dtype = property(lambda self: self._saved.dtype)
-
-
-def _saved_intermediate(node, i, array):
-    """A saved array that is neither an input nor an output of the node: computed in forward, it
-    has no place in the graph, so backward can only see it as a constant. That is right for a
-    first derivative, and for integer or boolean values (masks, indices), but a floating-point
-    intermediate depends on the inputs, and a backward recorded with create_graph=True would
-    silently differentiate it as a constant. So it comes as a stand-in that reads as the
-    array in a plain backward and raises in a recorded one."""
-    if array is None:
-        return None
-    saved = Tensor.from_array(array, node.ctx.backend)
-    if array.dtype.kind not in "fc":
-        return saved
-    return _Changed(saved, RuntimeError(
-        f"{node.name}: saved value {i} (shape {tuple(array.shape)}, {array.dtype}) was "
-        "computed in forward and is neither an input nor an output, so backward sees it as a "
-        "constant; differentiating this backward (create_graph=True, gradgradcheck) would "
-        "silently treat it as one and give wrong higher derivatives. Save the inputs and "
-        "recompute the value in backward with minigrad ops, or return it as an output of forward; "
-        "if it really does not depend on the inputs (noise, a fixed weight), keep it as a plain "
-        "attribute of ctx instead"), only_while_recording=True)
-
-
-def _source_of(array, input_arrays, outputs):
-    for i, candidate in enumerate(input_arrays):
-        if candidate is array:
-            return ("input", i, None)
-    for i, candidate in enumerate(outputs):
-        if candidate is array:
-            return ("output", array, i)
-    return ("constant", array, None)
 
 
 def value_key(tensor):

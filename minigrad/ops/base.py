@@ -24,7 +24,7 @@ class Context:
               backward formula written with minigrad ops is itself differentiable. Any other
               floating-point array (an intermediate) comes back as a constant that refuses to
               be read in a recorded backward (create_graph=True), where it would silently be
-              differentiated as a constant (minigrad/autograd.py, `_saved_intermediate`).
+              differentiated as a constant (minigrad/saved_values.py).
     """
 
     def __init__(self, backend, needs_input_grad, op):
