@@ -27,13 +27,6 @@ def same(mg_value, torch_value, rtol=1e-6, atol=1e-7):
     np.testing.assert_allclose(arr(mg_value), arr(torch_value), rtol=rtol, atol=atol)
 
 
-def both(make, data, dtype=np.float64, requires_grad=True):
-    """The same numbers as a minigrad and a torch tensor."""
-    a = np.asarray(data, dtype=dtype)
-    return (mg.tensor(a, requires_grad=requires_grad),
-            torch.tensor(a, requires_grad=requires_grad))
-
-
 # ----------------------------------------------------------------------------------------------
 # The tutorials, written once for both frameworks
 
