@@ -5,7 +5,8 @@
 Forward: each rank takes its value count n_r, mean_r and centred sum of squares M2_r = n_r var_r
 with the same statistics code as `normalize` (the kernel's `moments`), sends these 2C + 1 numbers
 in one all_gather, and every rank merges them in rank order with the exact parallel formula
-(`merge_moments`; never E[x^2] - E[x]^2), so all ranks hold the same statistics bit for bit.
+(the kernel's `merge_moments`; never E[x^2] - E[x]^2), so all ranks hold the same statistics
+bit for bit.
 Local batches may differ in size, down to none at all.
 
 Backward (M values per statistic over all ranks, g the gradient of the sum of all ranks'
@@ -20,12 +21,11 @@ import math
 import numpy
 
 from .. import autograd
-from ..backends.numpy_batch_norm import accumulation_dtype, merge_moments
 from ..ops import stack
 from ..ops._promotion import require_floating
 from ..ops._shapes import kept_shape, normalize_axes
 from ..ops.base import Op
-from ..ops.normalize import _constant
+from ..tensor import Tensor
 from . import group
 from .nn import AllReduce
 
@@ -46,8 +46,8 @@ def _global_moments(kernel, x, axes, kept):
             f"{group.where['step']}")
     gathered = group.allgather_array(parts, check=("sync_normalize", call))
     counts = gathered[:, :1]
-    mean, var = merge_moments(counts, gathered[:, 1:channels + 1], gathered[:, channels + 1:],
-                              counts.sum())
+    mean, var = kernel.merge_moments(counts, gathered[:, 1:channels + 1],
+                                     gathered[:, channels + 1:], counts.sum())
     return mean.reshape(kept), var.reshape(kept), counts[:, 0]
 
 
@@ -69,7 +69,7 @@ class SyncNormalize(Op):
                 f"sync_normalize: training needs more than one value per statistic over all "
                 f"ranks, but the ranks hold {[int(n) for n in counts]} values each (this rank's "
                 f"input has shape {x.shape})")
-        acc = accumulation_dtype(xp, x.dtype)
+        acc = kernel.accumulation_dtype(x.dtype)
         mean, var = mean.astype(acc), var.astype(acc)
         ctx.rstd = 1.0 / xp.sqrt(var + acc.type(eps))
         y = kernel.standardize(x, mean, ctx.rstd, ctx.axes)
@@ -92,7 +92,7 @@ class SyncNormalize(Op):
             m2 = AllReduce.apply((centred * centred).sum(axis=axes, keepdims=True))
             rstd = (m2 / count + ctx.eps) ** -0.5
         else:
-            rstd = _constant(ctx.rstd, x)
+            rstd = Tensor.from_array(ctx.rstd, ctx.backend)
         sums = AllReduce.apply(stack([g.sum(axis=axes, keepdims=True),
                                       (g * y).sum(axis=axes, keepdims=True)]))
         dx = rstd * (g - sums[0] / count - y * (sums[1] / count))

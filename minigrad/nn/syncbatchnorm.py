@@ -13,7 +13,7 @@ momentum rules, validation -- is the BatchNorm layers'.
 """
 from .. import distributed
 from ..distributed.sync_normalize import sync_normalize
-from . import functional as F
+from .batch_norm_core import affine_channels, update_running_stats
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNorm
 
 
@@ -27,15 +27,14 @@ class SyncBatchNorm(_BatchNorm):
         if not (self.training and distributed.is_initialized()
                 and distributed.get_world_size() > 1):
             return super().forward(input)
-        self._check_input(input)
-        weight, bias, running_mean, running_var = self._per_channel()
+        self._check_input(input, batch_facts=False)   # sync_normalize checks across ranks
         axes = (0,) + tuple(range(2, input.ndim))
         y, mean, var, count = sync_normalize(input, axes, self.eps, check=self)
         if self.track_running_stats:
-            self.num_batches_tracked.array += 1
-            F._update_running(running_mean, running_var, mean.reshape(-1), var.reshape(-1),
-                              count, self._factor(count))
-        return F._affine_channels(y, weight, bias)
+            with self._counted_batch(count) as factor:
+                update_running_stats(self.running_mean, self.running_var, mean.reshape(-1),
+                                     var.reshape(-1), count, factor)
+        return affine_channels(y, self.weight, self.bias)
 
     @classmethod
     def convert_sync_batchnorm(cls, module):
