@@ -198,3 +198,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the outputs; "
                 "pass allow_unused=True to get None for it")
     return tuple(grads)
+
+
+# mg.autograd.Function (custom functions on tensors) builds on Node, so it is imported last.
+from .function import Function, FunctionCtx, once_differentiable  # noqa: E402, F401
