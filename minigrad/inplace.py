@@ -16,7 +16,9 @@ bumps its version counter (minigrad/version.py). With autograd:
   rewrites the view's history as well); that is a clear error.
 """
 from . import autograd, grad_mode, hooks, ops
-from .ops.indexing import IndexPut, normalize_index
+from .ops._promotion import category
+from .ops.errors import DTypeError
+from .ops.indexing import IndexPut, has_arrays, normalize_index, put
 from .tensor import Tensor, as_tensor
 from .version import bump_version, in_place
 
@@ -38,7 +40,7 @@ def arithmetic(x, name, other, alpha=1):
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
         getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.array,
-                                  casting="same_kind")
+                                  casting="unsafe")   # allowed by _check_fits
     bump_version(x)
     return x
 
@@ -51,13 +53,17 @@ def assign(x, name, index, value):
                            f"shape {value.shape}")
     value = _operand(x, name, value)
     parts, gathers = normalize_index(x, index)
+    if isinstance(value, Tensor) and value.dtype != x.dtype and has_arrays(parts):
+        raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's "
+                         f"(as in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
+                         f"{x.shape}); cast the value, e.g. value.to({x.dtype})")
     if _records(x, name, [value]):
         if isinstance(value, Tensor) and value.dtype != x.dtype:
             value = value.astype(x.dtype)
         _rebase(x, IndexPut.apply(_old_value(x), value, index=parts, gathers=gathers))
     else:
         try:
-            _writable(x, name)[parts] = _raw(value)
+            put(_writable(x, name), parts, _raw(value))
         except (ValueError, IndexError) as error:
             raise type(error)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
                               f"tensor of shape {x.shape} at index {index!r}: {error}") from None
@@ -219,10 +225,10 @@ def _operand(x, name, value):
 
 
 def _check_fits(x, name, value, result_dtype):
-    """The result has x's shape and a dtype x can hold without changing kind (PyTorch's rule:
-    an integer tensor cannot take a float result in place)."""
+    """The result has x's shape and a dtype of x's category or a lower one (PyTorch's rule: an
+    integer tensor cannot take a float result in place, but uint8 takes an int16 one)."""
     xp = x._backend.xp
-    if not xp.can_cast(result_dtype, x.dtype, casting="same_kind"):
+    if category(result_dtype) > category(x.dtype):
         raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
                            f"dtype {x.dtype}")
     try:

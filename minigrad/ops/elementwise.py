@@ -7,7 +7,7 @@ from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
 from ..tensor import Tensor
-from ._promotion import promote, result_type
+from ._promotion import promote, result_type, to_floating
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 
@@ -226,7 +226,7 @@ class Exp(Op):
 
 
 def exp(a):
-    return Exp.apply(_floating("exp", a))
+    return Exp.apply(to_floating("exp", a))
 
 
 class Log(Op):
@@ -244,7 +244,7 @@ class Log(Op):
 
 
 def log(a):
-    return Log.apply(_floating("log", a))
+    return Log.apply(to_floating("log", a))
 
 
 class Sqrt(Op):
@@ -263,13 +263,7 @@ class Sqrt(Op):
 
 
 def sqrt(a):
-    return Sqrt.apply(_floating("sqrt", a))
-
-
-def _floating(op, a):
-    """An integer or bool tensor cast to the default float dtype (exp of an int tensor is
-    float32, as in PyTorch); floating tensors and non-tensors pass through."""
-    return promote(op, a, floating=True)[0] if isinstance(a, Tensor) else a
+    return Sqrt.apply(to_floating("sqrt", a))
 
 
 class Maximum(Op):
@@ -358,8 +352,7 @@ class Abs(Op):
     @staticmethod
     def forward(ctx, a):
         sign = ctx.xp.sign(a)
-        sign[ctx.xp.isnan(sign)] = 0
-        ctx.sign = sign
+        ctx.sign = ctx.xp.where(sign == sign, sign, 0)   # NaN -> 0; an array even when 0-d
         return ctx.xp.abs(a)
 
     @staticmethod
@@ -415,7 +408,7 @@ class Tanh(Op):
 
 
 def tanh(a):
-    return Tanh.apply(_floating("tanh", a))
+    return Tanh.apply(to_floating("tanh", a))
 
 
 class Sigmoid(Op):
@@ -437,7 +430,7 @@ class Sigmoid(Op):
 
 
 def sigmoid(a):
-    return Sigmoid.apply(_floating("sigmoid", a))
+    return Sigmoid.apply(to_floating("sigmoid", a))
 
 
 class Where(Op):

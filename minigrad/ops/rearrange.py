@@ -131,7 +131,8 @@ def _triangle(op, x, diagonal, keep):
     xp = x.backend.xp
     rows, cols = x.shape[-2:]
     offsets = xp.arange(cols)[None, :] - xp.arange(rows)[:, None]   # column minus row
-    return where(keep(offsets, diagonal), x, 0)
+    zero = False if x.dtype.kind == "b" else 0   # a zero of x's kind keeps its dtype
+    return where(keep(offsets, diagonal), x, zero)
 
 
 def tril(x, diagonal=0):
