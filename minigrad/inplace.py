@@ -17,7 +17,7 @@ bumps its version counter (minigrad/version.py). With autograd:
 """
 from . import autograd, grad_mode, hooks, ops
 from .ops._promotion import category
-from .ops.errors import DTypeError
+from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
 from .tensor import Tensor, as_tensor
 from .version import bump_version, in_place
@@ -65,7 +65,7 @@ def assign(x, name, index, value):
         try:
             put(_writable(x, name), parts, _raw(value))
         except (ValueError, IndexError) as error:
-            raise type(error)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
+            raise (ShapeError if isinstance(error, ValueError) else IndexError)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
                               f"tensor of shape {x.shape} at index {index!r}: {error}") from None
     bump_version(x)
     return x

@@ -31,6 +31,7 @@ norm, memory="output" by default.
 import math
 
 from .. import creation
+from ..ops.errors import ShapeError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module, Parameter
@@ -103,9 +104,10 @@ class _BatchNorm(Module):
                             f"{type(input).__name__}")
         if input.ndim not in self._dims or input.shape[1] != self.num_features:
             dims = " or ".join(f"{n}-d" for n in self._dims)
-            raise ValueError(f"{type(self).__name__}({self.num_features}): expected {dims} input "
-                             f"with {self.num_features} channels on axis 1, got shape "
-                             f"{input.shape}")
+            # as in PyTorch: a ValueError for the number of dims, a RuntimeError for the channels
+            error = ValueError if input.ndim not in self._dims else ShapeError
+            raise error(f"{type(self).__name__}({self.num_features}): expected {dims} input "
+                        f"with {self.num_features} channels on axis 1, got shape {input.shape}")
 
     # Set to 0 by recompute_batchnorm_stats: the running statistics then become the average of
     # the batches' statistics weighted by their value counts (None: the layer's own rule).

@@ -10,13 +10,14 @@ from ..tensor import Tensor
 from ._promotion import promote, result_type, to_floating
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
+from .errors import DTypeError, ShapeError
 
 
 def _check_broadcast(op, *arrays):
     """A ValueError naming `op` and the shapes unless the arrays broadcast together."""
     clash = broadcast_clash(*(x.shape for x in arrays))
     if clash:
-        raise ValueError(f"{op}: shapes {' and '.join(str(x.shape) for x in arrays)} do not "
+        raise ShapeError(f"{op}: shapes {' and '.join(str(x.shape) for x in arrays)} do not "
                          f"broadcast together (lengths {' and '.join(map(str, clash))} differ "
                          "and only a length of 1 stretches)")
 
@@ -77,9 +78,9 @@ def _refuse_bool(op, operands, hint):
     bool among `operands`)."""
     if any(isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", "") == "b"
            for x in operands):
-        raise TypeError(f"{op}: not supported with a bool operand (dtypes "
-                        f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}); {hint}, "
-                        "or cast to an integer dtype first")
+        raise DTypeError(f"{op}: not supported with a bool operand (dtypes "
+                         f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}); {hint}, "
+                         "or cast to an integer dtype first")
 
 
 class Mul(Op):
@@ -461,8 +462,8 @@ def where(condition, a, b):
         condition = condition.array
     condition = like.backend.asarray(condition)
     if condition.dtype.kind != "b":
-        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
-                        f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
+        raise DTypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
+                         f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
     return Where.apply(Tensor.from_array(condition, like.backend), *promote("where", a, b))
 
 

@@ -14,3 +14,8 @@ class ShapeError(ValueError, RuntimeError):
 
 class DTypeError(TypeError, RuntimeError):
     """A dtype the op does not take (an integer tensor for softmax) or mix (float32 @ float64)."""
+
+
+class IndexRangeError(IndexError, ValueError):
+    """No index to give or an index out of range: a class index beyond the classes, the argmax
+    of an empty tensor (IndexErrors in PyTorch)."""

@@ -19,6 +19,7 @@ backward differentiates the composed formula instead, so higher derivatives come
 from .. import autograd
 from ..tensor import Tensor, as_tensor
 from .base import Op
+from .errors import ShapeError
 from .normalize import check_values_per_statistic, normalize
 
 
@@ -75,7 +76,7 @@ def _viewed(name, vector, view, like):
         vector = as_tensor(vector, device=like.device)
     channels = max(view)   # the view is all ones but the channel axis
     if vector.shape != (channels,):
-        raise ValueError(f"composed_batch_norm: {name} has shape {vector.shape}, but the input "
+        raise ShapeError(f"composed_batch_norm: {name} has shape {vector.shape}, but the input "
                          f"of shape {like.shape} has {channels} channels: expected ({channels},)")
     return vector.reshape(view)
 
@@ -89,7 +90,7 @@ def check_fused_inputs(op, x, gamma, beta, mean, var, axis):
     channels = x.shape[axis]
     for name, array in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
         if array is not None and array.shape != (channels,):
-            raise ValueError(
+            raise ShapeError(
                 f"{op}: {name} has shape {array.shape}, but the input of shape "
                 f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
     if x.size == 0:

@@ -18,6 +18,7 @@ from ..tensor import Tensor, as_tensor
 from ._shapes import dim_keywords, normalize_axis
 from .base import Op
 from .elementwise import where
+from .errors import DTypeError, IndexRangeError, ShapeError
 
 
 def _log_softmax(xp, x, axis):
@@ -32,8 +33,8 @@ class LogSoftmax(Op):
     @staticmethod
     def forward(ctx, x, axis=-1):
         if x.dtype.kind != "f":
-            raise TypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
-                            f"(shape {x.shape}); cast it first, e.g. x.float()")
+            raise DTypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
+                             f"(shape {x.shape}); cast it first, e.g. x.float()")
         axis = normalize_axis("log_softmax", axis, x.shape)
         ctx.axis = axis if x.ndim else None   # a 0-d tensor takes dim 0 or -1: all of it
         out = _log_softmax(ctx.xp, x, ctx.axis)
@@ -135,7 +136,7 @@ def _as_tensor(op, name, value, like):
 def _check_weight(op, weight, classes, like):
     weight = _as_tensor(op, "weight", weight, like)
     if weight.shape != (classes,):
-        raise ValueError(f"{op}: weight must have one entry per class, shape ({classes},), got "
+        raise ShapeError(f"{op}: weight must have one entry per class, shape ({classes},), got "
                          f"{weight.shape}")
     return weight
 
@@ -160,7 +161,7 @@ def _index_targets(op, input, target, weight, ignore_index):
     # .item()), not once per call; meanwhile a bad index just gives a zero row below
     input.backend.check(bad.any(), lambda: (
         f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
-        f"of shape {input.shape}"))
+        f"of shape {input.shape}"), IndexRangeError)
     onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
     q = onehot.astype(input.dtype)
     if weight is not None:
@@ -183,7 +184,7 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     target = _as_tensor(op, "target", target, input)
     if target.dtype.kind == "f":   # class probabilities
         if target.shape != input.shape:
-            raise ValueError(f"{op}: probability targets must have the input's shape "
+            raise ShapeError(f"{op}: probability targets must have the input's shape "
                              f"{input.shape}, got {target.shape}")
         q = _classes_last(op, target)
         if label_smoothing:

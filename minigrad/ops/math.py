@@ -3,7 +3,7 @@ cumsum, cumprod, remainder, and the vector norm."""
 from ._promotion import promote, require_floating, to_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-from .elementwise import where
+from .elementwise import _check_broadcast, where
 from .join import concatenate
 from .rearrange import flip
 from .reduction import max as max_
@@ -164,6 +164,7 @@ class Remainder(Op):
 
     @staticmethod
     def forward(ctx, a, b):
+        _check_broadcast("remainder", a, b)
         ctx.save(a, b)
         return ctx.xp.remainder(a, b)
 
