@@ -53,7 +53,10 @@ def assign(x, name, index, value):
                            f"shape {value.shape}")
     value = _operand(x, name, value)
     parts, gathers = normalize_index(x, index)
-    if isinstance(value, Tensor) and value.dtype != x.dtype and has_arrays(parts):
+    masked_fill = len(parts) == 1 and getattr(parts[0], "dtype", None) == bool and (
+        isinstance(value, Tensor) and value.ndim == 0)   # x[mask] = 0-d value casts in torch
+    if isinstance(value, Tensor) and value.dtype != x.dtype and has_arrays(parts) and (
+            not masked_fill):
         raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's "
                          f"(as in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
                          f"{x.shape}); cast the value, e.g. value.to({x.dtype})")

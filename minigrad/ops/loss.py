@@ -22,6 +22,8 @@ from .errors import DTypeError, IndexRangeError, ShapeError
 
 
 def _log_softmax(xp, x, axis):
+    if x.ndim and x.shape[axis] == 0:   # no classes: nothing to normalize (no max to take)
+        return x.copy()
     shifted = x - x.max(axis=axis, keepdims=True)
     shifted -= xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
     return shifted
@@ -190,7 +192,9 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         if label_smoothing:
             q = q * (1.0 - label_smoothing) + label_smoothing / classes
         q = q if weight is None else q * weight
-        divisor, unit_rows, ignored = float(logits.shape[0]), False, None
+        # "mean" divides by input.numel() / C, as in PyTorch: 0 / 0 without classes
+        divisor = float(logits.shape[0]) if classes else float("nan")
+        unit_rows, ignored = False, None
     else:
         _, q, kept, total = _index_targets(op, input, target, weight, ignore_index)
         # smoothing keeps the rows' sums at 1; where reading kept.all() would wait for the
