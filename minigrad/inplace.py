@@ -53,13 +53,7 @@ def assign(x, name, index, value):
                            f"shape {value.shape}")
     value = _operand(x, name, value)
     parts, gathers = normalize_index(x, index)
-    masked_fill = len(parts) == 1 and getattr(parts[0], "dtype", None) == bool and (
-        isinstance(value, Tensor) and value.ndim == 0)   # x[mask] = 0-d value casts in torch
-    if isinstance(value, Tensor) and value.dtype != x.dtype and has_arrays(parts) and (
-            not masked_fill):
-        raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's "
-                         f"(as in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
-                         f"{x.shape}); cast the value, e.g. value.to({x.dtype})")
+    _check_index_put_dtype(x, name, parts, value)
     if _records(x, name, [value]):
         if isinstance(value, Tensor) and value.dtype != x.dtype:
             value = value.astype(x.dtype)
@@ -68,10 +62,23 @@ def assign(x, name, index, value):
         try:
             put(_writable(x, name), parts, _raw(value))
         except (ValueError, IndexError) as error:
-            raise (ShapeError if isinstance(error, ValueError) else IndexError)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
-                              f"tensor of shape {x.shape} at index {index!r}: {error}") from None
+            kind = ShapeError if isinstance(error, ValueError) else IndexError
+            raise kind(f"{name}: cannot assign a value of shape {_shape(value)} to a tensor of "
+                       f"shape {x.shape} at index {index!r}: {error}") from None
     bump_version(x)
     return x
+
+
+def _check_index_put_dtype(x, name, parts, value):
+    """PyTorch's index put: with an array in the index, a tensor value must have x's dtype
+    (a basic index copies and casts; so does x[mask] = 0-d value, which is masked_fill)."""
+    if not isinstance(value, Tensor) or value.dtype == x.dtype or not has_arrays(parts):
+        return
+    if len(parts) == 1 and getattr(getattr(parts[0], "dtype", None), "kind", "") == "b" and value.ndim == 0:
+        return
+    raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's (as "
+                     f"in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
+                     f"{x.shape}); cast the value, e.g. value.to({x.dtype})")
 
 
 @in_place
