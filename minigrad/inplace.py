@@ -74,7 +74,8 @@ def _check_index_put_dtype(x, name, parts, value):
     (a basic index copies and casts; so does x[mask] = 0-d value, which is masked_fill)."""
     if not isinstance(value, Tensor) or value.dtype == x.dtype or not has_arrays(parts):
         return
-    if len(parts) == 1 and getattr(getattr(parts[0], "dtype", None), "kind", "") == "b" and value.ndim == 0:
+    one_mask = len(parts) == 1 and getattr(getattr(parts[0], "dtype", None), "kind", "") == "b"
+    if one_mask and value.ndim == 0:
         return
     raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's (as "
                      f"in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
