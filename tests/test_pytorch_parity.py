@@ -347,3 +347,15 @@ def test_in_place_ops_still_refuse_a_higher_category_like_torch():
         for change in changes:
             with pytest.raises(RuntimeError, match="can't be cast"):
                 change(m)
+
+
+def test_indexing_beside_ints_passes_gradcheck_to_second_order():
+    x = mg.tensor(np.random.default_rng(4).normal(size=(2, 3, 4, 5)), requires_grad=True)
+    index = (1, slice(None), slice(0, 4, 2), [0, 3, 3])   # ints apart from a repeated list
+    assert mg.gradcheck(lambda t: t[index] ** 2, [x])
+    (grad,) = mg.grad((x[index] ** 2).sum(), [x], create_graph=True)
+    second = mg.grad((grad * grad).sum(), [x])[0]
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    (tgrad,) = torch.autograd.grad((tx[index] ** 2).sum(), [tx], create_graph=True)
+    tsecond = torch.autograd.grad((tgrad * tgrad).sum(), [tx])[0]
+    np.testing.assert_allclose(second.numpy(), tsecond.numpy())
