@@ -1,6 +1,21 @@
 """minigrad: a small, readable, tape-based autograd framework on NumPy (CPU) and CuPy (GPU),
 with batch normalization as separate normalize / multiply / add primitives and a fused op."""
-from . import accelerator, autograd, cuda, data, distributed, nn, onnx, ops, optim, viz
+import builtins
+import types
+
+from . import (
+                       accelerator,
+                       autograd,
+                       cuda,
+                       data,
+                       distributed,
+                       nn,
+                       onnx,
+                       ops,
+                       optim,
+                       tensor_methods,
+                       viz,
+)
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, device, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
@@ -59,129 +74,7 @@ from .dtypes import (
 )
 from .dtypes import float32 as float  # noqa: A001
 from .dtypes import int32 as int  # noqa: A001
-from .functions import (
-                       abs,
-                       add,
-                       all,
-                       amax,
-                       amin,
-                       any,
-                       argmax,
-                       argmin,
-                       argsort,
-                       bitwise_and,
-                       bitwise_not,
-                       bitwise_or,
-                       bitwise_xor,
-                       bmm,
-                       broadcast_to,
-                       bucketize,
-                       cat,
-                       cdist,
-                       ceil,
-                       chunk,
-                       clamp,
-                       clip,
-                       clone,
-                       concat,
-                       concatenate,
-                       cos,
-                       cumprod,
-                       cumsum,
-                       diagonal,
-                       div,
-                       divide,
-                       einsum,
-                       eq,
-                       erf,
-                       exp,
-                       expm1,
-                       flatten,
-                       flip,
-                       floor,
-                       floor_divide,
-                       gather,
-                       ge,
-                       gt,
-                       histc,
-                       histogram,
-                       index_add,
-                       index_select,
-                       inference_mode,
-                       isclose,
-                       isfinite,
-                       isinf,
-                       isnan,
-                       le,
-                       log,
-                       log1p,
-                       log2,
-                       log10,
-                       log_softmax,
-                       logsumexp,
-                       lt,
-                       masked_fill,
-                       masked_select,
-                       matmul,
-                       max,
-                       maximum,
-                       mean,
-                       min,
-                       minimum,
-                       mm,
-                       mul,
-                       multiply,
-                       narrow,
-                       ne,
-                       neg,
-                       negative,
-                       nonzero,
-                       norm,
-                       numel,
-                       permute,
-                       pow,
-                       prod,
-                       promote_types,
-                       reciprocal,
-                       relu,
-                       remainder,
-                       reshape,
-                       result_type,
-                       roll,
-                       round,
-                       rsqrt,
-                       scatter,
-                       scatter_add,
-                       searchsorted,
-                       sigmoid,
-                       sign,
-                       sin,
-                       softmax,
-                       sort,
-                       split,
-                       sqrt,
-                       square,
-                       squeeze,
-                       stack,
-                       std,
-                       std_mean,
-                       sub,
-                       subtract,
-                       sum,
-                       swapaxes,
-                       t,
-                       tanh,
-                       tile,
-                       topk,
-                       transpose,
-                       tril,
-                       triu,
-                       unbind,
-                       unsqueeze,
-                       var,
-                       var_mean,
-                       where,
-)
+from .functions import *  # noqa: F403  (mg.exp, mg.cat, mg.sum, ...: the names of functions.__all__)
 from .grad_mode import is_inference_mode_enabled
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .random import (
@@ -196,6 +89,13 @@ from .random import (
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor
 
+tensor_methods.attach()   # Tensor's operators and methods, now that the ops exist
 cpu_settings.apply_default_threads()   # one BLAS thread unless the environment says otherwise
 
 __version__ = "0.1.0"
+
+# What `from minigrad import *` gives: every public name above but the modules, and but those
+# that would shadow a Python builtin there (mg.max, mg.float, ... stay mg.max, mg.float).
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and not isinstance(value, types.ModuleType)
+                 and not hasattr(builtins, name))

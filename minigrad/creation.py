@@ -11,8 +11,8 @@ import numpy
 
 from .backends import get_backend
 from .dtypes import as_dtype, get_default_dtype
-from .ops._shapes import check_sizes
 from .random import numpy_generator
+from .shapes import check_sizes
 from .tensor import Tensor, as_tensor, from_data, legacy_tensor, shape_from_args
 
 

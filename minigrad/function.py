@@ -32,9 +32,9 @@ array-level API that minigrad's own primitives use; docs/new-op.md says when to 
 import functools
 
 from . import grad_mode, tape, version
-from .autograd import Node
-from .ops._shapes import unbroadcast
+from .graph import Node
 from .ops.base import Op, default_backend
+from .shapes import unbroadcast
 from .tensor import Tensor
 
 
@@ -125,7 +125,7 @@ class Function:
         tensor argument requires grad, record one node for the outputs (see the module)."""
         tensors = [a if isinstance(a, Tensor) else None for a in args]
         first = next((t for t in tensors if t is not None), None)
-        backend = first._backend if first is not None else default_backend
+        backend = first.backend if first is not None else default_backend
         ctx = FunctionCtx(cls, tuple([t is not None and t.requires_grad for t in tensors]),
                           backend)
         with grad_mode.no_grad():
@@ -165,7 +165,7 @@ def _record(function, ctx, tensors, outputs, attrs):
         counters = [outputs[i]._version_counter if dirty[i] else version.VersionCounter()
                     if a.base is None else version.output_counter(a, tensors)
                     for i, a in zip(slots, arrays, strict=True)]
-    ctx.backend = next((outputs[i]._backend for i in slots), ctx.backend)
+    ctx.backend = next((outputs[i].backend for i in slots), ctx.backend)
     ctx.xp = ctx.backend.xp
     ctx.saved_arrays = tuple([None if t is None else t.array for t in ctx._to_save or ()])
     ctx._to_save = None

@@ -171,3 +171,8 @@ def lt(input, other): return input < other
 def le(input, other): return input <= other
 def gt(input, other): return input > other
 def ge(input, other): return input >= other
+
+
+# The names minigrad/__init__.py re-exports as mg.<name> (written once: the imports and defs above).
+__all__ = sorted(name for name in dir() if not name.startswith("_")
+                 and name not in ("Tensor", "as_dtype", "from_data"))   # (helpers, not functions)

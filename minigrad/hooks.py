@@ -18,11 +18,10 @@ DistributedDataParallel averages gradients across processes there.
 Kept out of autograd.py so the engine stays small: it makes one call for each kind.
 """
 import itertools
-import types
 import weakref
 
-from . import autograd
-from . import tensor as tensor_module  # (its Tensor, read at call time: an import cycle)
+from . import grad_mode, graph
+from .tensor import Tensor
 
 # node -> {output index -> {handle id -> hook}}, weak, so a graph that goes away takes its hooks
 # with it; leaves by id, each entry dropped when its leaf goes. (Tensors cannot be the keys of a
@@ -46,19 +45,26 @@ def _hooks_of(tensor):
 
 
 class RemovableHandle:
-    """What register_hook returns: `.remove()` takes the hook off (twice is harmless); also a
-    context manager that removes it at the end of the block."""
+    """A registered hook, as every `register_*hook` of minigrad returns it (tensor, module and
+    engine hooks): it puts `hook` into the dict `hooks` under an id that grows with every
+    registration (first with `prepend`, an OrderedDict's), `.remove()` takes it off (twice is
+    harmless), and as a context manager it removes the hook at the end of the block."""
 
-    def __init__(self, hooks):
-        self._hooks, self.id = hooks, next(_handle_ids)
+    def __init__(self, hooks, hook, prepend=False):
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
+        self.hooks, self.id = hooks, next(_handle_ids)
+        hooks[self.id] = hook
+        if prepend:
+            hooks.move_to_end(self.id, last=False)
 
     def remove(self):
-        self._hooks.pop(self.id, None)
+        self.hooks.pop(self.id, None)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc_info):
         self.remove()
 
 
@@ -71,10 +77,8 @@ def register_hook(tensor, hook):
     if not callable(hook):
         raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
     global in_use
-    in_use, hooks = True, _hooks_of(tensor)
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
-    return handle
+    in_use = True
+    return RemovableHandle(_hooks_of(tensor), hook)
 
 
 def retain_grad(tensor):
@@ -104,7 +108,7 @@ def retains_grad(tensor):
 
 
 def _checked(hook, grad, replacement):
-    if not isinstance(replacement, tensor_module.Tensor):
+    if not isinstance(replacement, Tensor):
         raise TypeError(f"register_hook: hook {getattr(hook, '__name__', hook)!r} returned "
                         f"{type(replacement).__name__}; return a Tensor or None")
     if (replacement.shape, replacement.dtype, replacement.device) != (
@@ -131,7 +135,7 @@ def run_node_hooks(node, grads):
             grads[index] = grad = _run(hooks[index], grad)
         tensor = kept[index]() if kept is not None and index in kept else None
         if tensor is not None:
-            autograd._accumulate_grad(tensor, grad, autograd.is_grad_enabled())
+            graph.accumulate_grad(tensor, grad, grad_mode.is_grad_enabled())
     return grads
 
 
@@ -160,9 +164,8 @@ _step_hooks = {}
 def register_backward_step_hook(hook):
     """Returns a handle: `handle.remove()` unregisters the hook."""
     global in_use
-    in_use, key = True, object()
-    _step_hooks[key] = hook
-    return types.SimpleNamespace(remove=lambda: _step_hooks.pop(key, None))
+    in_use = True
+    return RemovableHandle(_step_hooks, hook)
 
 
 def run_step_hooks(node, grads, input_grads):
@@ -175,9 +178,7 @@ _backward_end_hooks = {}
 
 def register_backward_end_hook(hook):
     """Returns a handle: `handle.remove()` unregisters the hook."""
-    key = object()
-    _backward_end_hooks[key] = hook
-    return types.SimpleNamespace(remove=lambda: _backward_end_hooks.pop(key, None))
+    return RemovableHandle(_backward_end_hooks, hook)
 
 
 def run_backward_end_hooks(leaves):

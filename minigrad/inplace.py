@@ -15,7 +15,7 @@ bumps its version counter (minigrad/version.py). With autograd:
 - minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
   rewrites the view's history as well); that is a clear error.
 """
-from . import autograd, grad_mode, hooks, ops
+from . import autograd, grad_mode, hooks, ops, random
 from .ops._promotion import category
 from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
@@ -32,7 +32,7 @@ def arithmetic(x, name, other, alpha=1):
     value = _operand(x, name, other)
     if alpha != 1:
         value = value * alpha
-    xp = x._backend.xp
+    xp = x.backend.xp
     true_division = (1.0,) if name == "div_" else ()   # an integer / an integer is a float
     _check_fits(x, name, value, xp.result_type(x.array, _raw(value), *true_division))
     if _records(x, name, [value]):
@@ -91,7 +91,7 @@ def clamp(x, min=None, max=None):
     if not all(isinstance(b, (int, float)) for b in bounds):
         raise TypeError(f"clamp_: min and max must be numbers, got "
                         f"{[type(b).__name__ for b in bounds]}")
-    xp = x._backend.xp
+    xp = x.backend.xp
     _check_fits(x, "clamp_", bounds[0], xp.result_type(x.array, *bounds))
     if _records(x, "clamp_", []):
         new = _old_value(x)
@@ -131,22 +131,6 @@ def detach(x):
                            "use detach() for a new tensor instead")
     x.requires_grad, x._node, x._index = False, None, 0
     return x
-
-
-def check_grad_assignment(tensor, grad):
-    """`tensor.grad = grad` takes a Tensor of the tensor's device, dtype and shape (PyTorch's
-    rule): anything else would be broadcast or cast silently by the next optimizer step."""
-    if not isinstance(grad, Tensor):
-        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
-                        f"{type(grad).__name__}")
-    if grad is tensor:
-        raise RuntimeError("can't assign a tensor as its own grad (x.grad = x)")
-    for what, mine, given in (("device", tensor.device, grad.device),
-                              ("dtype", tensor.dtype, grad.dtype),
-                              ("shape", tensor.shape, grad.shape)):
-        if mine != given:
-            raise RuntimeError(f"assigned grad has data of a different {what}: the tensor's "
-                               f"{what} is {mine}, the gradient's is {given}")
 
 
 def _records(x, name, values):
@@ -195,7 +179,7 @@ def _viewed_leaf(x):
 
 def _old_value(x):
     """x's value before the change, in memory of its own, at x's place in the graph."""
-    old = Tensor.from_array(x.array.copy(), x._backend)
+    old = Tensor.from_array(x.array.copy(), x.backend)
     old.requires_grad, old._node, old._index = x.requires_grad, x._node, x._index
     return old
 
@@ -239,7 +223,7 @@ def _operand(x, name, value):
 def _check_fits(x, name, value, result_dtype):
     """The result has x's shape and a dtype of x's category or a lower one (PyTorch's rule: an
     integer tensor cannot take a float result in place, but uint8 takes an int16 one)."""
-    xp = x._backend.xp
+    xp = x.backend.xp
     if category(result_dtype) > category(x.dtype):
         raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
                            f"dtype {x.dtype}")
@@ -258,3 +242,74 @@ def _raw(value):
 
 def _shape(value):
     return value.shape if isinstance(value, Tensor) else ()
+
+
+class InPlaceMethods:
+    """Tensor's methods that write into the tensor (attached by tensor_methods.attach)."""
+
+    # ------------------------------------------------------------------ arithmetic and assignment
+    def add_(self, other, alpha=1): return arithmetic(self, "add_", other, alpha)
+    def sub_(self, other, alpha=1): return arithmetic(self, "sub_", other, alpha)
+    def mul_(self, other): return arithmetic(self, "mul_", other)
+    def div_(self, other): return arithmetic(self, "div_", other)
+    def copy_(self, src): return assign(self, "copy_", Ellipsis, src)
+    def fill_(self, value): return assign(self, "fill_", Ellipsis, value)
+    def zero_(self): return assign(self, "zero_", Ellipsis, 0)
+    def clamp_(self, min=None, max=None): return clamp(self, min, max)
+    def __setitem__(self, index, value): assign(self, "setitem", index, value)
+
+    # ------------------------------------------------------------------ random (random.py)
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fill with samples of N(mean, std^2), drawn on the CPU from `generator`."""
+        draws = random.numpy_generator(generator, "normal_").normal(mean, std, self.shape)
+        return assign(self, "normal_", Ellipsis, draws)
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):   # PyTorch names them from, to
+        """Fill with samples of U(a, b), drawn on the CPU from `generator`."""
+        draws = random.numpy_generator(generator, "uniform_").uniform(a, b, self.shape)
+        return assign(self, "uniform_", Ellipsis, draws)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 with probability p (a number or a tensor broadcast to this one), else 0."""
+        p = p.numpy(force=True) if isinstance(p, Tensor) else p
+        draws = random.bernoulli_draws("bernoulli_", p, self.shape, generator)
+        return assign(self, "bernoulli_", Ellipsis, draws)
+
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
+
+    # the in-place twins of ops: the op out of place, written back (apply)
+    def pow_(self, exponent): return apply(self, "pow_", ops.pow, exponent)
+    def exp_(self): return apply(self, "exp_", ops.exp)
+    def log_(self): return apply(self, "log_", ops.log)
+    def log2_(self): return apply(self, "log2_", ops.log2)
+    def log10_(self): return apply(self, "log10_", ops.log10)
+    def log1p_(self): return apply(self, "log1p_", ops.log1p)
+    def expm1_(self): return apply(self, "expm1_", ops.expm1)
+    def sqrt_(self): return apply(self, "sqrt_", ops.sqrt)
+    def rsqrt_(self): return apply(self, "rsqrt_", ops.rsqrt)
+    def square_(self): return apply(self, "square_", ops.square)
+    def reciprocal_(self): return apply(self, "reciprocal_", ops.reciprocal)
+    def abs_(self): return apply(self, "abs_", ops.abs)
+    def neg_(self): return apply(self, "neg_", ops.neg)
+    def sign_(self): return apply(self, "sign_", ops.sign)
+    def sin_(self): return apply(self, "sin_", ops.sin)
+    def cos_(self): return apply(self, "cos_", ops.cos)
+    def tanh_(self): return apply(self, "tanh_", ops.tanh)
+    def sigmoid_(self): return apply(self, "sigmoid_", ops.sigmoid)
+    def relu_(self): return apply(self, "relu_", ops.relu)
+    def floor_(self): return apply(self, "floor_", ops.floor)
+    def ceil_(self): return apply(self, "ceil_", ops.ceil)
+    def round_(self, decimals=0): return apply(self, "round_", ops.round, decimals)
+    def masked_fill_(self, mask, value):
+        return apply(self, "masked_fill_", ops.masked_fill, mask, value)
+    def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+        return apply(self, "scatter_", ops.scatter, dim, index, src, value,
+                             reduce=reduce)
+    def scatter_add_(self, dim, index, src):
+        return apply(self, "scatter_add_", ops.scatter_add, dim, index, src)
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return apply(self, "index_add_", ops.index_add, dim, index, source, alpha=alpha)
+    def detach_(self): return detach(self)

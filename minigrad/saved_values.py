@@ -19,7 +19,7 @@ class Unreadable(Tensor):
 
     def __init__(self, saved, error, only_while_recording=False):   # (not Tensor's constructor)
         self._saved, self._error, self._only_while_recording = saved, error, only_while_recording
-        self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
+        self._backend, self.requires_grad, self._grad = saved.backend, saved.requires_grad, None
         self._node, self._index, self._version_counter = (
             saved._node, saved._index, saved._version_counter)
 

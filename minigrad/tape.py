@@ -3,7 +3,7 @@ inside the block, and `print(tape)` shows them as a Wengert list (one line per o
 import inspect
 import threading
 
-from . import autograd
+from . import graph
 
 
 class _Recording(threading.local):
@@ -41,7 +41,7 @@ class Tape:
         names, lines = {}, []
 
         def name(tensor):
-            key = autograd.value_key(tensor)
+            key = graph.value_key(tensor)
             if key not in names:   # first seen as an input: a tensor made outside the block
                 names[key] = f"%{len(names)}"
                 grad = "  requires_grad" if tensor.requires_grad else ""
@@ -52,8 +52,8 @@ class Tape:
             args = ["None" if t is None else name(t) for t in node.inputs]
             args += _attr_texts(node.op, attrs)
             for out in outputs:
-                names[autograd.value_key(out)] = f"%{len(names)}"
-            targets = ", ".join(names[autograd.value_key(out)] for out in outputs)
+                names[graph.value_key(out)] = f"%{len(names)}"
+            targets = ", ".join(names[graph.value_key(out)] for out in outputs)
             shapes = ", ".join(str(out.shape) for out in outputs)
             lines.append(f"{targets} = {node.name}({', '.join(args)})  shape {shapes}")
         return "\n".join(lines)

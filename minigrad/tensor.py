@@ -1,4 +1,9 @@
-"""Tensor: an array, its gradient, and the node that made it. Every operator calls an op.
+"""Tensor: an array, its gradient, and the node that made it: data and bookkeeping, no ops.
+
+This module knows backends, dtypes, version counters and grad mode, nothing above them. The
+methods that compute (`x + y`, `x.exp()`, `x.backward()`) are in minigrad/tensor_methods.py,
+those that write into the tensor (`x.add_(y)`, `x[i] = v`) in minigrad/inplace.py; both are
+attached to Tensor once the ops exist (`tensor_methods.attach`, called by minigrad/__init__.py).
 
 dtypes of new tensors (`mg.tensor(data)`, `mg.as_tensor(data)`):
     dtype=...                          converted to that dtype (any spelling: mg.float32,
@@ -16,12 +21,12 @@ an uninitialised (2, 3) tensor of the default float dtype, `Tensor([1, 2])` data
 import numbers
 import reprlib
 
-from . import autograd, grad_mode
+from . import grad_mode
 from .backends import backend_of, get_backend, normalize_device
 from .backends import device as device_type
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
 from .printing import tensor_repr
-from .tensor_methods import TensorMethods
+from .shapes import AxisError, check_sizes, normalize_axis
 from .version import VersionCounter
 
 _NUMERIC_KINDS = "biufc"
@@ -77,7 +82,7 @@ def _as_array(data, dtype, device, copy):
 
 def shape_from_args(args):
     """The shape meant by a call's positional arguments: `f(2, 3)` and `f((2, 3))` both mean
-    (2, 3). The sizes are not checked here (see ops._shapes.check_sizes)."""
+    (2, 3). The sizes are not checked here (see minigrad/shapes.py)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)) or (
             len(args) == 1 and type(args[0]).__name__ == "Size"):
         return tuple(args[0])
@@ -162,7 +167,23 @@ def _check_can_require_grad(dtype, what):
                         "make it floating first (e.g. dtype='float32' or .float())")
 
 
-class Tensor(TensorMethods):
+def _check_grad_assignment(tensor, grad):
+    """`tensor.grad = grad` takes a Tensor of the tensor's device, dtype and shape (PyTorch's
+    rule): anything else would be broadcast or cast silently by the next optimizer step."""
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{type(grad).__name__}")
+    if grad is tensor:
+        raise RuntimeError("can't assign a tensor as its own grad (x.grad = x)")
+    for what, mine, given in (("device", tensor.device, grad.device),
+                              ("dtype", tensor.dtype, grad.dtype),
+                              ("shape", tensor.shape, grad.shape)):
+        if mine != given:
+            raise RuntimeError(f"assigned grad has data of a different {what}: the tensor's "
+                               f"{what} is {mine}, the gradient's is {given}")
+
+
+class Tensor:
     """A backend array (`array`: NumPy or CuPy) with autograd bookkeeping.
 
     `requires_grad` marks tensors whose gradient is wanted; `grad` receives it after
@@ -231,7 +252,6 @@ class Tensor(TensorMethods):
     backend = property(lambda self: self._backend)
     is_leaf = property(lambda self: self._node is None)
     grad_fn = property(lambda self: self._node)
-    T = property(lambda self: self.transpose())
     _version = property(lambda self: self._version_counter.value)   # as torch's Tensor._version
 
     @property
@@ -242,7 +262,7 @@ class Tensor(TensorMethods):
     def grad(self, value):
         """As in PyTorch, an assigned gradient has this tensor's shape, dtype and device."""
         if value is not None:
-            inplace.check_grad_assignment(self, value)
+            _check_grad_assignment(self, value)
         self._grad = value
 
     @grad.deleter
@@ -253,8 +273,8 @@ class Tensor(TensorMethods):
         if dim is None:
             return self.shape
         if self.ndim == 0:
-            raise ops.AxisError(f"size: dim {dim} given but a 0-d tensor has no dims")
-        return self.shape[ops.normalize_axis("size", dim, self.shape)]
+            raise AxisError(f"size: dim {dim} given but a 0-d tensor has no dims")
+        return self.shape[normalize_axis("size", dim, self.shape)]
 
     def numel(self):
         return int(self.array.size)
@@ -314,33 +334,6 @@ class Tensor(TensorMethods):
             return array.astype(dtype)
         return array.copy() if copy else array
 
-    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
-        """This tensor on `device` and/or with `dtype` (PyTorch's forms: to(dtype),
-        to(device, dtype), to(other_tensor), keywords): itself when nothing changes (unless
-        copy=True), otherwise a copy made by an op, so gradients flow back to this tensor."""
-        device, dtype = to_arguments("to", args, device, dtype)
-        out = self.clone() if copy else self
-        if dtype is not None and as_dtype(dtype) != self.dtype:
-            out = out.astype(dtype)
-        if device is not None and normalize_device(device) != self.device:
-            out = ops.to_device(out, device)
-        return out
-
-    def cpu(self):
-        return self.to("cpu")
-
-    def cuda(self):
-        return self.to("cuda")
-
-    def astype(self, dtype):
-        return ops.cast(self, dtype)
-
-    def float(self):
-        return self.astype("float32")
-
-    def double(self):
-        return self.astype("float64")
-
     def requires_grad_(self, requires_grad=True):
         """Mark this leaf as wanting a gradient (or not); returns the tensor itself."""
         if not self.is_leaf:
@@ -367,7 +360,7 @@ class Tensor(TensorMethods):
                          requires_grad=requires_grad, what="new_tensor")
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
-        shape = ops._shapes.check_sizes("new_full", shape_from_args((size,)))
+        shape = check_sizes("new_full", shape_from_args((size,)))
         array = self._backend.xp.full(shape, fill_value, dtype=as_dtype(dtype) or self.dtype)
         return from_data(array, device=device or self.device, requires_grad=requires_grad,
                          what="new_full")
@@ -382,134 +375,11 @@ class Tensor(TensorMethods):
 
     new_empty = new_zeros   # (its values are unspecified in PyTorch; here they are zeros)
 
-    # ------------------------------------------------------------------ in place (inplace.py)
-    def add_(self, other, alpha=1): return inplace.arithmetic(self, "add_", other, alpha)
-    def sub_(self, other, alpha=1): return inplace.arithmetic(self, "sub_", other, alpha)
-    def mul_(self, other): return inplace.arithmetic(self, "mul_", other)
-    def div_(self, other): return inplace.arithmetic(self, "div_", other)
-    def copy_(self, src): return inplace.assign(self, "copy_", Ellipsis, src)
-    def fill_(self, value): return inplace.assign(self, "fill_", Ellipsis, value)
-    def zero_(self): return inplace.assign(self, "zero_", Ellipsis, 0)
-    def clamp_(self, min=None, max=None): return inplace.clamp(self, min, max)
-    def __setitem__(self, index, value): inplace.assign(self, "setitem", index, value)
-
-    # ------------------------------------------------------------------ random (random.py)
-    def normal_(self, mean=0.0, std=1.0, *, generator=None):
-        """Fill with samples of N(mean, std^2), drawn on the CPU from `generator`."""
-        draws = random.numpy_generator(generator, "normal_").normal(mean, std, self.shape)
-        return inplace.assign(self, "normal_", Ellipsis, draws)
-
-    def uniform_(self, a=0.0, b=1.0, *, generator=None):   # PyTorch names them from, to
-        """Fill with samples of U(a, b), drawn on the CPU from `generator`."""
-        draws = random.numpy_generator(generator, "uniform_").uniform(a, b, self.shape)
-        return inplace.assign(self, "uniform_", Ellipsis, draws)
-
-    def bernoulli_(self, p=0.5, *, generator=None):
-        """Fill with 1 with probability p (a number or a tensor broadcast to this one), else 0."""
-        p = p.numpy(force=True) if isinstance(p, Tensor) else p
-        draws = random.bernoulli_draws("bernoulli_", p, self.shape, generator)
-        return inplace.assign(self, "bernoulli_", Ellipsis, draws)
-
-    def bernoulli(self, p=None, *, generator=None):
-        """A new tensor: 1 with probability given by this tensor (or by the number p), else 0."""
-        p = self.numpy(force=True) if p is None else p
-        draws = random.bernoulli_draws("bernoulli", p, self.shape, generator)
-        return as_tensor(draws, self.dtype, self.device)
-
-    def multinomial(self, num_samples, replacement=False, *, generator=None):
-        """int64 indices drawn by the non-negative weights in each row of this 1-d or 2-d
-        tensor, with or without replacement (see random.multinomial_indices)."""
-        picks = random.multinomial_indices("multinomial", self.numpy(force=True), num_samples,
-                                           replacement, generator)
-        return as_tensor(picks, device=self.device)
-    def __iadd__(self, other): return self.add_(other)
-    def __isub__(self, other): return self.sub_(other)
-    def __imul__(self, other): return self.mul_(other)
-    def __itruediv__(self, other): return self.div_(other)
-
-    # the in-place twins of ops: the op out of place, written back (inplace.apply)
-    def pow_(self, exponent): return inplace.apply(self, "pow_", ops.pow, exponent)
-    def exp_(self): return inplace.apply(self, "exp_", ops.exp)
-    def log_(self): return inplace.apply(self, "log_", ops.log)
-    def log2_(self): return inplace.apply(self, "log2_", ops.log2)
-    def log10_(self): return inplace.apply(self, "log10_", ops.log10)
-    def log1p_(self): return inplace.apply(self, "log1p_", ops.log1p)
-    def expm1_(self): return inplace.apply(self, "expm1_", ops.expm1)
-    def sqrt_(self): return inplace.apply(self, "sqrt_", ops.sqrt)
-    def rsqrt_(self): return inplace.apply(self, "rsqrt_", ops.rsqrt)
-    def square_(self): return inplace.apply(self, "square_", ops.square)
-    def reciprocal_(self): return inplace.apply(self, "reciprocal_", ops.reciprocal)
-    def abs_(self): return inplace.apply(self, "abs_", ops.abs)
-    def neg_(self): return inplace.apply(self, "neg_", ops.neg)
-    def sign_(self): return inplace.apply(self, "sign_", ops.sign)
-    def sin_(self): return inplace.apply(self, "sin_", ops.sin)
-    def cos_(self): return inplace.apply(self, "cos_", ops.cos)
-    def tanh_(self): return inplace.apply(self, "tanh_", ops.tanh)
-    def sigmoid_(self): return inplace.apply(self, "sigmoid_", ops.sigmoid)
-    def relu_(self): return inplace.apply(self, "relu_", ops.relu)
-    def floor_(self): return inplace.apply(self, "floor_", ops.floor)
-    def ceil_(self): return inplace.apply(self, "ceil_", ops.ceil)
-    def round_(self, decimals=0): return inplace.apply(self, "round_", ops.round, decimals)
-    def masked_fill_(self, mask, value):
-        return inplace.apply(self, "masked_fill_", ops.masked_fill, mask, value)
-    def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
-        return inplace.apply(self, "scatter_", ops.scatter, dim, index, src, value,
-                             reduce=reduce)
-    def scatter_add_(self, dim, index, src):
-        return inplace.apply(self, "scatter_add_", ops.scatter_add, dim, index, src)
-    def index_add_(self, dim, index, source, *, alpha=1):
-        return inplace.apply(self, "index_add_", ops.index_add, dim, index, source, alpha=alpha)
-    def detach_(self): return inplace.detach(self)
-
     def __dlpack__(self, *args, **kwargs):
         return self.array.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self.array.__dlpack_device__()
-
-    # ------------------------------------------------------------------ autograd
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, *, grad=None):
-        """Accumulate the gradient of this tensor into `.grad` of the leaves behind it;
-        `gradient` (PyTorch's name) or `grad` is the gradient flowing into this tensor."""
-        if grad is not None:
-            if gradient is not None:
-                raise TypeError("backward: got gradient= and grad=; they are the same argument, "
-                                "give one")
-            gradient = grad
-        autograd.backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
-
-    # ------------------------------------------------------------------ arithmetic
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(other, self)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.sub(other, self)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(other, self)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.div(other, self)
-    def __matmul__(self, other): return ops.matmul(self, other)
-    def __rmatmul__(self, other): return ops.matmul(other, self)
-    def __pow__(self, exponent): return ops.pow(self, exponent)
-    def __rpow__(self, base): return ops.pow(base, self)
-    def __neg__(self): return ops.neg(self)
-    def __pos__(self): return self
-    def __getitem__(self, index): return ops.getitem(self, index)
-
-    # Comparisons are not differentiable: they give boolean tensors.
-    def _compare(self, other, name):
-        if isinstance(other, Tensor):
-            if other._backend is not self._backend:
-                raise ops.base.device_mismatch(name, (self, other))
-            other = other.array
-        return Tensor.from_array(getattr(self._backend.xp, name)(self.array, other), self._backend)
-
-    def __eq__(self, other): return self._compare(other, "equal")
-    def __ne__(self, other): return self._compare(other, "not_equal")
-    def __lt__(self, other): return self._compare(other, "less")
-    def __le__(self, other): return self._compare(other, "less_equal")
-    def __gt__(self, other): return self._compare(other, "greater")
-    def __ge__(self, other): return self._compare(other, "greater_equal")
-    __hash__ = object.__hash__
 
     def __bool__(self):
         if self.array.size != 1:
@@ -530,131 +400,6 @@ class Tensor(TensorMethods):
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
-    # ------------------------------------------------------------------ methods that call ops
-    def exp(self): return ops.exp(self)
-    def log(self): return ops.log(self)
-    def sqrt(self): return ops.sqrt(self)
-    def relu(self): return ops.relu(self)
-    def tanh(self): return ops.tanh(self)
-    def sigmoid(self): return ops.sigmoid(self)
-    def abs(self): return ops.abs(self)
-    def maximum(self, other): return ops.maximum(self, other)
-    def minimum(self, other): return ops.minimum(self, other)
-    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
-    clip = clamp
-
-    # Reductions take PyTorch's dim=/keepdim= or NumPy's axis=/keepdims=.
-    def sum(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.sum(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def mean(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.mean(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def prod(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.prod(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def logsumexp(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.logsumexp(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def amax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.max(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def amin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.min(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def max(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        """As in PyTorch: the largest value (no dim); the named tuple (values, indices) along
-        an int dim; maximum(self, other) for a tensor. A tuple of dims reduces like amax."""
-        return self._extremum("max", ops.maximum, ops.max, dim, keepdim, axis, keepdims)
-
-    def min(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        """As max, for the smallest."""
-        return self._extremum("min", ops.minimum, ops.min, dim, keepdim, axis, keepdims)
-
-    def _extremum(self, name, elementwise, reduction, dim, keepdim, axis, keepdims):
-        if isinstance(dim, Tensor):
-            return elementwise(self, dim)
-        dim, keepdim = ops.dim_keywords(name, dim, keepdim, axis, keepdims)
-        if dim is None or isinstance(dim, (tuple, list)):
-            return reduction(self, dim, keepdim)
-        return ops.extremum_along(name, self, dim, keepdim)
-
-    def var(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
-            keepdims=None):
-        return ops.var(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
-                       keepdims=keepdims)
-
-    def std(self, dim=None, *, unbiased=None, keepdim=None, correction=None, axis=None,
-            keepdims=None):
-        return ops.std(self, dim, keepdim, unbiased=unbiased, correction=correction, axis=axis,
-                       keepdims=keepdims)
-
-    def argmax(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.argmax(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def argmin(self, dim=None, keepdim=None, *, axis=None, keepdims=None):
-        return ops.argmin(self, dim, keepdim, axis=axis, keepdims=keepdims)
-
-    def softmax(self, dim=None, *, axis=None): return ops.softmax(self, dim, axis=axis)
-
-    def log_softmax(self, dim=None, *, axis=None): return ops.log_softmax(self, dim, axis=axis)
-
-    def reshape(self, *shape):
-        return ops.reshape(self, shape_from_args(shape))
-
-    view = reshape
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        """Merge the axes start_dim..end_dim (all by default) into one; a 0-d tensor becomes
-        1-d, as in PyTorch."""
-        shape = self.shape
-        start = ops.normalize_axis("flatten", start_dim, shape)
-        end = ops.normalize_axis("flatten", end_dim, shape)
-        if start > end:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
-                             f"(tensor of shape {shape})")
-        merged = 1
-        for n in shape[start:end + 1]:   # the size itself, not -1: it may be 0 (an empty batch)
-            merged *= n
-        return self.reshape(shape[:start] + (merged,) + shape[end + 1:])
-
-    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
-    def squeeze(self, dim=None): return ops.squeeze(self, dim)
-
-    def permute(self, *axes):
-        return ops.transpose(self, shape_from_args(axes))
-
-    def transpose(self, dim0=None, dim1=None):
-        """Reverse all axes (no arguments) or swap two, as in PyTorch."""
-        if dim0 is None and dim1 is None:
-            return ops.transpose(self)
-        if dim0 is None or dim1 is None:
-            raise TypeError(f"transpose: give no axes (reverse them all) or two axes to swap, "
-                            f"got dim0={dim0}, dim1={dim1} (tensor of shape {self.shape})")
-        return self.swapaxes(dim0, dim1)
-
-    def swapaxes(self, dim0, dim1):
-        dim0, dim1 = (ops.normalize_axis("transpose", d, self.shape) for d in (dim0, dim1))
-        if self.ndim == 0:   # dims 0 and -1 of a 0-d tensor: nothing to swap
-            return ops.transpose(self)
-        axes = list(range(self.ndim))
-        axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-        return ops.transpose(self, axes)
-
-    def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
-
-    def expand(self, *shape):
-        """broadcast_to, where -1 keeps a length (PyTorch's expand)."""
-        shape = shape_from_args(shape)
-        lead = len(shape) - self.ndim
-        return self.broadcast_to(tuple(self.shape[i - lead] if n == -1 and i >= lead else n
-                                       for i, n in enumerate(shape)))
-
     # ------------------------------------------------------------------ display
     def __repr__(self):
         return tensor_repr(self)
-
-
-from . import inplace, ops, random, tensor_methods  # noqa: E402  (they build on Tensor; import last: a cycle)
-
-tensor_methods.ops = ops   # the mixin's methods call them too

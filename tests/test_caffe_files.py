@@ -268,7 +268,7 @@ def test_foreign_and_malformed_files(tmp_path):
 
 
 def test_missing_protobuf_is_a_clear_import_error(monkeypatch):
-    from minigrad.nn.caffe import schema
+    from minigrad.formats import caffe_schema as schema
 
     schema.messages.cache_clear()
     monkeypatch.setitem(__import__("sys").modules, "google.protobuf", None)

@@ -307,6 +307,26 @@ def test_ddp_in_a_world_of_one_wraps_the_model(dist):
         np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_collectives_and_ddp_count_their_in_place_writes(dist):
+    """As every in-place writer does (version.bump_version): a graph that saved the tensor
+    before the write refuses its new values."""
+    t = mg.tensor([1.0, -2.0])
+    for write in (dist.all_reduce, dist.broadcast, lambda t: dist.all_gather([t], t)):
+        before = t._version
+        write(t)
+        assert t._version == before + 1
+    model, plain = mg.nn.Linear(3, 2), mg.nn.Linear(3, 2)
+    before = [p._version for p in model.parameters()]
+    ddp = mg.nn.parallel.DistributedDataParallel(model)   # broadcasts rank 0's parameters
+    assert [p._version for p in model.parameters()] == [v + 1 for v in before]
+    x = mg.randn(4, 3)
+    for _ in range(2):   # the second backward adds into .grad, then DDP writes the average
+        ddp(x).sum().backward()
+        plain(x).sum().backward()
+    assert [p.grad._version for p in model.parameters()] == [
+        p.grad._version + 2 for p in plain.parameters()]
+
+
 # ------------------------------------------------------------------------------- sampler
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_distributed_sampler_matches_pytorch(shuffle):

@@ -22,16 +22,18 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad.formats import caffe as caffe_format
+from minigrad.formats.caffe_schema import messages
 from minigrad.nn import caffe
-from minigrad.nn.caffe.schema import messages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PEAK = """
 import contextlib, os, sys
 import minigrad as mg
+from minigrad.formats import caffe as caffe_format
 from minigrad.nn import caffe
-caffe.format.messages()
+caffe_format.messages()
 path = sys.argv[1]
 
 def status(key):   # resident memory now (VmRSS) or at its peak (VmHWM), in bytes
@@ -290,8 +292,8 @@ def test_prototxt_text_checks(tmp_path, monkeypatch):
     path.write_bytes(b'layer { name: "a" type: "ReLU" }\n\xff\xfe')
     with pytest.raises(caffe.CaffeFormatError, match="net.prototxt: not a text prototxt"):
         caffe.read_prototxt(path)
-    monkeypatch.setattr(caffe.format, "_MAX_LINE", 100)
-    monkeypatch.setattr(caffe.format, "_PIECE", 64)      # the long line spans pieces
+    monkeypatch.setattr(caffe_format, "_MAX_LINE", 100)
+    monkeypatch.setattr(caffe_format, "_PIECE", 64)      # the long line spans pieces
     path.write_text('layer { name: "a" type: "ReLU" }\n' + " " * 150 + "\n")
     with pytest.raises(caffe.CaffeFormatError, match="a line longer than 100 characters"):
         caffe.read_prototxt(path)

@@ -398,3 +398,17 @@ def test_inference_mode_is_no_grad_as_block_and_decorator():
     with mg.no_grad(), mg.inference_mode(False):   # as torch: records again
         assert mg.is_grad_enabled() == torch_records
         assert (x * 2).requires_grad
+
+
+def test_the_top_level_names_come_from_one_list_and_star_import_gives_them():
+    import builtins
+
+    import minigrad.functions as functions
+
+    assert set(functions.__all__) <= set(dir(mg))            # mg.<name> for every function
+    assert all(getattr(mg, name) is getattr(functions, name) for name in functions.__all__)
+    namespace = {}
+    exec("from minigrad import *", namespace)
+    assert {"tensor", "Tensor", "cat", "no_grad", "float32", "manual_seed"} <= set(namespace)
+    assert not {"max", "float", "abs", "builtins", "types"} & set(namespace)   # no shadowing
+    assert not [name for name in mg.__all__ if hasattr(builtins, name)]

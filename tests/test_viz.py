@@ -79,7 +79,7 @@ def test_several_outputs_and_output_index_labels():
     total = first * second
     dot = mg.viz.to_dot([total, first])
     nodes, edges = parse(dot)
-    assert nodes["op1"] == "twoways  #1\\n(3,), (3,)"
+    assert nodes["op1"] == "two_ways  #1\\n(3,), (3,)"
     assert 'op1 -> op2 [label="out 0"]' in dot and 'op1 -> op2 [label="out 1"]' in dot
     assert ("op2", "out0") in edges and ("op1", "out1") in edges
 

@@ -6,6 +6,7 @@ Every call first compares the ranks' calls (kind, arguments, shape, dtype) in on
 instead of garbage or a hang: one small extra message per call.
 """
 from ..tensor import Tensor, as_tensor
+from ..version import bump_version
 from . import group
 
 
@@ -26,12 +27,14 @@ def _checked(tensor, what, arguments=""):
 def all_reduce(tensor, op="sum"):
     """In place: `tensor` becomes its sum, mean, max or min over all ranks (elementwise)."""
     group.allreduce_array(_checked(tensor, "all_reduce", f"op={op!r}").array, op)
+    bump_version(tensor)
     return tensor
 
 
 def broadcast(tensor, src=0):
     """In place: `tensor` becomes rank `src`'s on every rank."""
     group.broadcast_array(_checked(tensor, "broadcast", f"src={src}").array, src)
+    bump_version(tensor)
     return tensor
 
 
@@ -50,4 +53,5 @@ def all_gather(tensor_list, tensor):
             raise ValueError(f"distributed.all_gather: tensor_list holds a tensor of shape "
                              f"{out.shape} for gathered tensors of shape {tensor.shape}")
         out.array[...] = array
+        bump_version(out)
     return tensor_list

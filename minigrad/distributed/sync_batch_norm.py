@@ -15,8 +15,8 @@ all_reduce of them gives the global sums S, then
 from .. import autograd
 from ..ops import add, mul, reshape
 from ..ops._promotion import require_floating
-from ..ops._shapes import kept_shape
 from ..ops.base import Op
+from ..shapes import kept_shape
 from ..tensor import Tensor
 from . import group
 from .sync_normalize import _global_moments, check_enough_values, sync_normalize

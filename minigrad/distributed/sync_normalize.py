@@ -23,8 +23,8 @@ import numpy
 from .. import autograd
 from ..ops import stack
 from ..ops._promotion import require_floating
-from ..ops._shapes import kept_shape, normalize_axes
 from ..ops.base import Op
+from ..shapes import kept_shape, normalize_axes
 from ..tensor import Tensor
 from . import group
 from .nn import AllReduce

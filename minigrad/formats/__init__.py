@@ -1,11 +1,12 @@
-"""The two checkpoint file formats behind `mg.save` / `mg.load`, and their one error type.
-
-Each format module has `check(array, where)` (raise TypeError before writing when the format
-cannot hold the array), `write(file, arrays, structure)` and `read(path, max_bytes) -> (arrays,
-structure)`, where `arrays` is {name: NumPy array} in file order (together at most `max_bytes`
-bytes) and `structure` the JSON text describing a nested state (None for a flat dict of
-arrays). Readers validate every size and offset against the file before allocating, so a
-damaged or hostile file is a CheckpointError, never a wrong load.
+"""File formats. Caffe's .caffemodel and .prototxt (caffe.py, caffe_schema.py) are read and
+written for `nn.caffe`, which maps them to models. The two checkpoint formats behind `mg.save` /
+`mg.load` (safetensors.py, npz.py) share the one error type below; each checkpoint module has
+`check(array, where)` (raise TypeError before writing when the format cannot hold the array),
+`write(file, arrays, structure)` and `read(path, max_bytes) -> (arrays, structure)`, where
+`arrays` is {name: NumPy array} in file order (together at most `max_bytes` bytes) and
+`structure` the JSON text describing a nested state (None for a flat dict of arrays). Readers
+validate every size and offset against the file before allocating, so a damaged or hostile file
+is a CheckpointError, never a wrong load.
 """
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy
 
 from ..backends import get_backend
+from ..hooks import RemovableHandle
 from ..tensor import Tensor, to_arguments
 from ..version import bump_version
 
@@ -412,31 +413,6 @@ class Module:
             return f"{type(self).__name__}({extra})"
         lines = ([extra] if extra else []) + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
-
-
-class RemovableHandle:
-    """What `register_*_hook` returns: `remove()` (or leaving a `with` block) unregisters the
-    hook. Hooks are kept in a dict under an id that grows with every registration."""
-
-    _next_id = 0
-
-    def __init__(self, hooks, hook, prepend=False):
-        if not callable(hook):
-            raise TypeError(f"hook must be callable, not {type(hook).__name__}")
-        self.hooks, self.id = hooks, RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-        hooks[self.id] = hook
-        if prepend:
-            hooks.move_to_end(self.id, last=False)
-
-    def remove(self):
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.remove()
 
 
 def _move(tensor, backend, dtype):

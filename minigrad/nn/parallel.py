@@ -30,6 +30,7 @@ import numpy
 from .. import autograd, hooks
 from ..distributed import group
 from ..tensor import from_data
+from ..version import bump_version
 from .module import Module
 from .syncbatchnorm import SyncBatchNorm
 
@@ -158,6 +159,7 @@ class DistributedDataParallel(Module):
                     param.grad = from_data(values, copy=True)
                 else:
                     param.grad.array[...] = values
+                    bump_version(param.grad)
 
     def _sum(self, bucket):
         """Sum a gradient bucket over the ranks. The last bucket carries one more number, this
@@ -271,6 +273,7 @@ def _broadcast(bucket, src=0, owner=None):
     group.broadcast_array(bucket.pack([t.array for t in bucket.tensors]), src, owner)
     for tensor, values in bucket.unpacked():
         tensor.array[...] = values
+        bump_version(tensor)
 
 
 def _check_same_state(named):

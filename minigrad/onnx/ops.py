@@ -255,16 +255,16 @@ CONVERTERS = {
     "maximum": same("Max"), "minimum": same("Min"), "neg": same("Neg"), "abs": same("Abs"),
     "exp": same("Exp"), "log": same("Log"), "sqrt": same("Sqrt"), "erf": same("Erf"),
     "relu": same("Relu"), "sigmoid": same("Sigmoid"), "tanh": same("Tanh"),
-    "leakyrelu": lambda graph, call: graph.add(
+    "leaky_relu": lambda graph, call: graph.add(
         "LeakyRelu", [call.ins[0]], alpha=float(call.attrs["negative_slope"])),
     "elu": lambda graph, call: graph.add("Elu", [call.ins[0]], alpha=float(call.attrs["alpha"])),
     "silu": silu, "gelu": gelu, "hardtanh": hardtanh, "clamp": clamp, "pow": power,
-    "softmax": _axis("Softmax"), "logsoftmax": _axis("LogSoftmax"),
+    "softmax": _axis("Softmax"), "log_softmax": _axis("LogSoftmax"),
     "concatenate": _axis("Concat"), "stack": stack,
-    "maxpool2d": _pool("MaxPool", lambda a: {"dilations": list(a.get("dilation", (1, 1)))}),
-    "avgpool2d": _pool("AveragePool", lambda a: {
+    "max_pool2d": _pool("MaxPool", lambda a: {"dilations": list(a.get("dilation", (1, 1)))}),
+    "avg_pool2d": _pool("AveragePool", lambda a: {
         "count_include_pad": int(a.get("count_include_pad", True))}),
-    "reshape": reshape, "transpose": transpose, "broadcastto": broadcast_to,
+    "reshape": reshape, "transpose": transpose, "broadcast_to": broadcast_to,
     "getitem": getitem, "pad": pad, "clone": same("Identity"), "cast": cast,
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "max": _reduce("ReduceMax"),
     "min": _reduce("ReduceMin"),

@@ -4,7 +4,7 @@
 subclass `Op` with `forward` (array code on `ctx.xp`) and `backward` (tensor code), and call it
 with `.apply` (docs/new-op.md).
 """
-from ._shapes import AxisError, as_int, dim_keywords, normalize_axes, normalize_axis, unbroadcast
+from ..shapes import AxisError, as_int, dim_keywords, normalize_axes, normalize_axis, unbroadcast
 from .activation import (
                          Elu,
                          Gelu,

@@ -81,7 +81,7 @@ def _constant(value, dtype, like):
         array = numpy.asarray(value, dtype=dtype)
     except OverflowError:
         array = numpy.asarray(value).astype(dtype)
-    return Tensor.from_array(like._backend.xp.asarray(array), like._backend)
+    return Tensor.from_array(like.backend.xp.asarray(array), like.backend)
 
 
 def lift(op, value, like):
@@ -111,7 +111,8 @@ def promote(op, *operands, floating=False):
     if len(operands) == 2 and isinstance(first, Tensor) and (
             not floating or first.dtype.kind in "fc"):
         # the common cases, decided without the general rule: two tensors of one dtype, and a
-        # floating tensor with a real Python number
+        # floating tensor with a real Python number (kept: the rule costs 3-5 us more per
+        # binary op, a third of a small one; measured in issue 22)
         other = operands[1]
         if isinstance(other, Tensor):
             if other.dtype == first.dtype:

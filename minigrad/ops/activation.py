@@ -6,8 +6,8 @@ selected with `where`, so an input on the unselected side gets exactly 0, as in 
 """
 import math
 
+from ..shapes import dim_keywords, normalize_axes
 from ._promotion import require_floating
-from ._shapes import dim_keywords, normalize_axes
 from .base import Op
 from .elementwise import where
 from .special import erf

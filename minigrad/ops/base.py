@@ -1,5 +1,7 @@
 """`Op`: the base class of every primitive; `Op.apply`, the one way an op runs; and `Context`,
 what an op's forward leaves for its backward."""
+import re
+
 import numpy
 
 from .. import autograd, version
@@ -93,7 +95,10 @@ class Op:
 
     @classmethod
     def name(cls):
-        return cls.__name__.lower()
+        """The op's name on the tape and in errors: its class name in snake_case, which is the
+        name of the function that applies it (CrossEntropy: cross_entropy, MaxPool2d:
+        max_pool2d). An op whose function is spelled otherwise says so (MatMul: matmul)."""
+        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
 
     @staticmethod
     def forward(ctx, *arrays, **attrs):
@@ -214,6 +219,6 @@ def _differentiable(output, ctx):
 def device_mismatch(name, tensors):
     """The error for an op `name` whose input tensors live on different devices."""
     first = tensors[0]
-    i, other = next((i, t) for i, t in enumerate(tensors) if t._backend is not first._backend)
+    i, other = next((i, t) for i, t in enumerate(tensors) if t.backend is not first.backend)
     return DeviceError(f"{name}: input 0 is on {first.device} but input {i} is on "
                        f"{other.device}; move them to one device with .to(device)")

@@ -3,9 +3,9 @@ tensors (`&`, `|`, `^`, `~`), the tests isnan/isinf/isfinite, and any/all along 
 
 Their results are bool or integer tensors, which carry no gradient, so these are functions on
 arrays rather than Op classes (as the comparisons in tensor.py are)."""
+from ..shapes import dim_keywords, normalize_axes
 from ..tensor import Tensor
 from ._promotion import promote
-from ._shapes import dim_keywords, normalize_axes
 from .base import device_mismatch
 
 
@@ -17,11 +17,11 @@ def _check_bitwise(op, operands):
 
 
 def _bitwise(op, xp_name, a, b):
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._backend is not b._backend:
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.backend is not b.backend:
         raise device_mismatch(op, (a, b))
     a, b = promote(op, a, b)
     _check_bitwise(op, (a, b))
-    return Tensor.from_array(getattr(a._backend.xp, xp_name)(a.array, b.array), a._backend)
+    return Tensor.from_array(getattr(a.backend.xp, xp_name)(a.array, b.array), a.backend)
 
 
 def bitwise_and(a, b):
@@ -39,11 +39,11 @@ def bitwise_xor(a, b):
 def bitwise_not(a):
     """~a: logical not of a bool tensor, two's-complement not of an integer one."""
     _check_bitwise("bitwise_not (~)", (a,))
-    return Tensor.from_array(a._backend.xp.invert(a.array), a._backend)
+    return Tensor.from_array(a.backend.xp.invert(a.array), a.backend)
 
 
 def _test(xp_name, x):
-    return Tensor.from_array(getattr(x._backend.xp, xp_name)(x.array), x._backend)
+    return Tensor.from_array(getattr(x.backend.xp, xp_name)(x.array), x.backend)
 
 
 def isnan(x):
@@ -66,17 +66,17 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if a.dtype != b.dtype or a.device != b.device:
         raise RuntimeError(f"isclose: the tensors must have one dtype and device, got "
                            f"{a.dtype} on {a.device} and {b.dtype} on {b.device}")
-    xp = a._backend.xp
+    xp = a.backend.xp
     return Tensor.from_array(xp.asarray(xp.isclose(a.array, b.array, rtol, atol, equal_nan)),
-                             a._backend)
+                             a.backend)
 
 
 def _logical_reduction(op, x, dim, keepdim, axis, keepdims):
     dim, keepdim = dim_keywords(op, dim, keepdim, axis, keepdims)
     axes = normalize_axes(op, dim, x.shape)
-    xp = x._backend.xp
+    xp = x.backend.xp
     return Tensor.from_array(xp.asarray(getattr(xp, op)(x.array, axis=axes, keepdims=keepdim)),
-                             x._backend)
+                             x.backend)
 
 
 def any(x, dim=None, keepdim=None, *, axis=None, keepdims=None):

@@ -33,7 +33,7 @@ def bmm(a, b):
 def masked_fill(x, mask, value):
     """x with `value` (a number or a 0-d tensor) where the boolean `mask` (broadcast to x's
     shape) is True; the result keeps x's dtype, as in PyTorch."""
-    mask_data = mask.array if isinstance(mask, Tensor) else x._backend.xp.asarray(mask)
+    mask_data = mask.array if isinstance(mask, Tensor) else x.backend.xp.asarray(mask)
     if mask_data.dtype.kind != "b":
         raise DTypeError(f"masked_fill: the mask must be boolean, got dtype {mask_data.dtype} "
                          f"(shape {mask_data.shape}); compare it first, e.g. mask != 0")
@@ -51,10 +51,6 @@ def masked_fill(x, mask, value):
 class FloorDivide(Op):
     """floor(a / b), rounded toward -inf as Python's //;  no derivative: PyTorch defines none,
     so backward is an error rather than a silent zero."""
-
-    @classmethod
-    def name(cls):
-        return "floor_divide"
 
     @staticmethod
     def forward(ctx, a, b):

@@ -6,9 +6,9 @@ differentiated again; `unbroadcast` sums a gradient back to the shape of a broad
 from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
+from ..shapes import broadcast_clash, unbroadcast
 from ..tensor import Tensor
 from ._promotion import promote, result_type, to_floating
-from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 from .errors import DTypeError, ShapeError
 
@@ -194,7 +194,7 @@ def pow(a, exponent):
     """a ** exponent. A number exponent is a constant (Pow); a tensor exponent is an input
     (PowTensor); the dtype follows promotion (an int tensor ** 0.5 is float32)."""
     if isinstance(exponent, (int, float)) and isinstance(a, Tensor):
-        a = _promoted_alone("pow", a, exponent)
+        a = _promoted_alone(a, exponent)
         if a.dtype.kind == "b":
             _refuse_bool("pow", (a,), "a power of bools is undefined")
         return Pow.apply(a, exponent=exponent)
@@ -204,7 +204,7 @@ def pow(a, exponent):
     return PowTensor.apply(a, exponent)
 
 
-def _promoted_alone(op, a, *numbers):
+def _promoted_alone(a, *numbers):
     """The tensor `a` cast to the dtype promotion gives it with `numbers`, for ops that keep
     the numbers as attributes (pow's constant exponent, clamp's bounds)."""
     dtype = result_type(a, *numbers)
@@ -389,7 +389,7 @@ def clamp(a, min=None, max=None):
     """a limited to [min, max] elementwise (numbers; either may be None), as torch.clamp."""
     if min is None and max is None:
         raise ValueError(f"clamp: give min, max or both (tensor of shape {a.shape})")
-    a = _promoted_alone("clamp", a, *[bound for bound in (min, max) if bound is not None])
+    a = _promoted_alone(a, *[bound for bound in (min, max) if bound is not None])
     return Clamp.apply(a, low=min, high=max)
 
 

@@ -126,10 +126,6 @@ class FusedBatchNorm(Op):
                                                                      (inference: given stats)
     The arguments are checked by the functions that apply it (`check_batch_norm`)."""
 
-    @classmethod
-    def name(cls):
-        return "fused_batch_norm"
-
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
         kernel = ctx.backend.kernel("batch_norm")

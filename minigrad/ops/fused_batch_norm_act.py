@@ -71,10 +71,6 @@ class FusedBatchNormAct(Op):
     (inference: dx = gamma * rstd * dy); see the module docstring. The arguments are checked by
     `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`)."""
 
-    @classmethod
-    def name(cls):
-        return "fused_batch_norm_act"
-
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):
         if gamma is not None and ctx.needs_input_grad[1] and not gamma.all():

@@ -16,8 +16,8 @@ ints as arrays, so `x[1, :, idx]` puts idx's dimension first there, in the middl
 Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
 out-of-range index, but CuPy's gather wraps it around silently.
 """
+from ..shapes import unbroadcast
 from ..tensor import Tensor
-from ._shapes import unbroadcast
 from .base import Op
 from .elementwise import where
 
@@ -31,7 +31,7 @@ def _component(x, part):
             raise ValueError(f"getitem: the index tensor is on {part.device} but the indexed "
                              f"tensor (shape {x.shape}) is on {x.device}")
         part = part.array
-    array = x._backend.asarray(part)
+    array = x.backend.asarray(part)
     if array.dtype.kind == "f" and array.size == 0:   # [] reads as float64 in NumPy
         array = array.astype("int64")
     if array.dtype.kind not in "biu":
@@ -62,7 +62,7 @@ def _check_bounds(x, parts):
             continue
         if _is_int_array(part) and part.size and axis < x.ndim:
             size = x.shape[axis]
-            low, high = (int(v) for v in x._backend.xp.stack([part.min(), part.max()]).tolist())
+            low, high = (int(v) for v in x.backend.xp.stack([part.min(), part.max()]).tolist())
             if low < -size or high >= size:
                 bad = high if high >= size else low
                 raise IndexError(f"getitem: index {bad} is out of range for axis {axis} of size "
@@ -121,6 +121,10 @@ def has_arrays(index):
 
 class GetItem(Op):
     """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd)."""
+
+    @classmethod
+    def name(cls):
+        return "getitem"   # the function's spelling (ops.getitem, Python's __getitem__)
 
     @staticmethod
     def forward(ctx, x, index, gathers):

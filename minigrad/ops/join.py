@@ -8,9 +8,9 @@ gradient is the scatter-add of the border back onto the elements it copied.
 """
 import numpy
 
+from ..shapes import normalize_axis
 from ..tensor import Tensor
 from ._promotion import promote
-from ._shapes import normalize_axis
 from .base import Op
 from .errors import ShapeError
 from .indexing import getitem

@@ -1,8 +1,8 @@
 """Matrix products: `matmul` (NumPy's rules) and `linear` (x W^T + b, as F.linear)."""
 import math
 
+from ..shapes import broadcast_clash, unbroadcast
 from ._promotion import check_same_dtype
-from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
 from .errors import ShapeError
 
@@ -13,6 +13,10 @@ class MatMul(Op):
     For matrices, da = g @ b^T and db = a^T @ g; a 1-D operand is treated as a row (a) or column
     (b) matrix, and batch dimensions are summed back with `unbroadcast`.
     """
+
+    @classmethod
+    def name(cls):
+        return "matmul"   # the function's spelling (torch.matmul)
 
     @staticmethod
     def forward(ctx, a, b):

@@ -14,8 +14,8 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
+from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
-from ._shapes import dim_keywords, normalize_axis
 from .base import Op
 from .elementwise import where
 from .errors import DTypeError, IndexRangeError, ShapeError
@@ -240,10 +240,6 @@ _BCE_EPSILON = 1e-12  # ... and the denominator of its gradient here
 class BinaryCrossEntropy(Op):
     """loss = -(t * max(log p, -100) + (1 - t) * max(log(1 - p), -100)) for probabilities p;
     dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100))."""
-
-    @classmethod
-    def name(cls):
-        return "binary_cross_entropy"
 
     @staticmethod
     def forward(ctx, p, t):

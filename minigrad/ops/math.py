@@ -1,7 +1,7 @@
 """More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
 cumsum, cumprod, remainder, and the vector norm."""
+from ..shapes import kept_shape, normalize_axes, unbroadcast
 from ._promotion import promote, require_floating, to_floating
-from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
 from .elementwise import _check_broadcast, where
 from .join import concatenate

@@ -20,9 +20,9 @@ accumulates in float32; the statistics come back in that dtype).
 import math
 
 from .. import autograd
+from ..shapes import kept_shape, normalize_axes, unbroadcast
 from ..tensor import Tensor, as_tensor
 from ._promotion import require_floating
-from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
 
 

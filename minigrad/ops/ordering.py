@@ -6,8 +6,8 @@ sort and topk return named (values, indices) pairs, as PyTorch's do.
 """
 import collections
 
+from ..shapes import normalize_axes
 from ..tensor import Tensor
-from ._shapes import normalize_axes
 from .base import Op
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])

@@ -2,7 +2,7 @@
 compositions built on them and on reshape, broadcast and getitem (tril/triu, repeat, tile,
 squeeze, unsqueeze, split, chunk). Every output element is a copy of an input element, so each
 backward moves the gradient back the way it came."""
-from ._shapes import AxisError, as_int, normalize_axes
+from ..shapes import AxisError, as_int, normalize_axes
 from .base import Op
 from .elementwise import where
 from .errors import ShapeError

@@ -7,9 +7,9 @@ the reduced axes kept (length 1), then broadcast to the input's shape.
 import collections
 
 from ..backends.select import keep_mask
+from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from ..tensor import Tensor
 from ._promotion import require_floating
-from ._shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 from .errors import IndexRangeError, ShapeError
@@ -246,12 +246,8 @@ def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
     require_floating(op, x, "fc")
     axis, keepdims = dim_keywords(op, dim, keepdim, axis, keepdims)
     normalize_axes(op, axis, x.shape)   # errors name std, not var
-    if unbiased is not None and correction is not None:
-        raise TypeError(f"{op}: give unbiased= or correction=, not both")
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
     return Var.apply(x, axis=axis, keepdims=keepdims,
-                     correction=1 if correction is None else correction)
+                     correction=_correction(op, unbiased, correction))
 
 
 class Prod(Op):
@@ -300,6 +296,10 @@ def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 class LogSumExp(Op):
     """y = log sum exp(x) over axis, computed as m + log sum exp(x - m) with m the max, so no
     exp overflows;  dx = g * exp(x - y) (softmax)."""
+
+    @classmethod
+    def name(cls):
+        return "logsumexp"   # the function's spelling (torch.logsumexp)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):

@@ -9,8 +9,8 @@ index_select and index_add pick or add whole slices along `dim` through GetItem 
 (ops/indexing.py), narrow and unbind are basic slices. Index values are checked here, on every
 backend (CuPy would wrap an out-of-range index around silently).
 """
+from ..shapes import normalize_axis
 from ..tensor import Tensor
-from ._shapes import normalize_axis
 from .base import Op
 from .elementwise import where
 from .indexing import GetItem, IndexAdd

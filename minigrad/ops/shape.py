@@ -1,6 +1,6 @@
 """Shape primitives: the data is moved, never computed on, so each backward moves the gradient
 back the way it came."""
-from ._shapes import check_sizes, normalize_axis, unbroadcast
+from ..shapes import check_sizes, normalize_axis, unbroadcast
 from .base import Op
 from .errors import ShapeError
 

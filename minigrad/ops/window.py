@@ -25,8 +25,6 @@ def ntuple(op, name, value, n, minimum):
     """An int or a sequence of n ints as an n-tuple, each at least `minimum`: a TypeError for
     anything but ints (2.0 and True included), a ValueError for the wrong count or too small a
     value."""
-    if type(value) is int and value >= minimum:   # the common case, checked without calls
-        return (value,) * n
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     form = "a pair of them" if n == 2 else f"a tuple of {n}"
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):

@@ -1,9 +1,18 @@
-"""Caffe interop: batch-norm blob layouts (blobs.py), .caffemodel / .prototxt files (format.py,
-with the protobuf schema in schema.py), and whole models to and from a .caffemodel (model.py).
+"""Caffe interop: batch-norm blob layouts (blobs.py) and whole models to and from a .caffemodel
+(model.py); the .caffemodel / .prototxt files themselves are a file format, read and written in
+minigrad/formats/caffe.py (with the protobuf schema in formats/caffe_schema.py).
 
 The file functions need the `protobuf` package (`pip install 'minigrad[caffe]'`); the blob
 converters need only NumPy.
 """
+from ...formats.caffe import (
+    CaffeFormatError,
+    CaffeLayer,
+    PrototxtLayer,
+    read_caffemodel,
+    read_prototxt,
+    write_caffemodel,
+)
 from .blobs import (
     from_bvlc,
     from_nvcaffe,
@@ -11,14 +20,6 @@ from .blobs import (
     moving_average_fraction_from_momentum,
     to_bvlc,
     to_nvcaffe,
-)
-from .format import (
-    CaffeFormatError,
-    CaffeLayer,
-    PrototxtLayer,
-    read_caffemodel,
-    read_prototxt,
-    write_caffemodel,
 )
 from .model import caffe_layers, load_caffe, save_caffe
 

@@ -27,12 +27,12 @@ from collections import OrderedDict
 
 import numpy
 
+from ...formats.caffe import CaffeLayer, read_caffemodel, read_prototxt, write_caffemodel
 from ..batchnorm import _BatchNorm
 from ..conv import Conv2d
 from ..linear import Linear
 from ..module import StateDictError
 from . import blobs
-from .format import CaffeLayer, read_caffemodel, read_prototxt, write_caffemodel
 
 _CAFFE_TYPES = ((Conv2d, "Convolution"), (Linear, "InnerProduct"), (_BatchNorm, "BatchNorm"))
 _WEIGHTED = {"Convolution", "InnerProduct", "BatchNorm"}

@@ -26,6 +26,7 @@ def normalize_axis(op, axis, dims):
     shape, or only its number of dimensions. A 0-d tensor accepts 0 and -1, as in PyTorch."""
     ndim = dims if type(dims) is int else len(dims)
     if type(axis) is int and -ndim <= axis < ndim:   # the common case, checked without calls
+        # (kept: it makes the call 3-4x cheaper, a few per cent of a small reduction)
         return axis % ndim
     shape = tuple(dims) if not isinstance(dims, int) else None
     a = as_int(op, "an axis (dim)", axis, shape)

@@ -24,8 +24,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy
 
-from ...atomic import atomic_write
-from .schema import PARAMS, RAW_DTYPES, V1_LAYER_TYPES, messages
+from ..atomic import atomic_write
+from .caffe_schema import PARAMS, RAW_DTYPES, V1_LAYER_TYPES, messages
 
 CaffeLayer = namedtuple("CaffeLayer", ["type", "blobs", "bottom", "top"])
 CaffeLayer.__doc__ = """One layer of a .caffemodel: its type string ("Convolution"), its blobs

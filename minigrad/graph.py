@@ -1,0 +1,121 @@
+"""The graph: `Node`, one entry of the tape (an op that ran, the tensors it read, its place in
+time), and how a gradient that reaches a leaf is added into its `.grad`.
+
+`Op.apply` (minigrad/ops/base.py) makes the nodes; the reverse walk (minigrad/autograd.py) reads
+them from the highest sequence number down. This module knows tensors and version counters,
+not ops: the arithmetic in `accumulate_grad` runs through Tensor's methods when it is called.
+"""
+import itertools
+import threading
+
+from . import saved_values, version
+from .grad_mode import enable_grad, no_grad
+from .tensor import Tensor
+
+_sequence = itertools.count()
+
+
+class Node:
+    """One entry of the tape: an op that ran, the tensors it read, and its place in time."""
+
+    __slots__ = ("op", "ctx", "inputs", "seq", "output_shapes", "output_counters",
+                 "_saved_sources", "_saved_versions", "__weakref__")
+
+    def __init__(self, op, ctx, inputs, input_arrays, outputs, output_counters=None):
+        self.op, self.ctx = op, ctx
+        # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
+        # to a new node (minigrad/inplace.py), and this node must keep the value it read.
+        # Inputs forward asked to drop (ctx.drop_input_data) become data-free stand-ins.
+        dropped = ctx.dropped_inputs
+        self.inputs = tuple([t if t is None or t._node is None
+                             else t._without_data() if dropped and i in dropped else t._alias()
+                             for i, t in enumerate(inputs)])
+        self.seq = next(_sequence)
+        self.output_shapes = tuple([out.shape for out in outputs])
+        self.output_counters = output_counters or [   # given for in-place outputs (function.py)
+            version.VersionCounter() if out.base is None else version.output_counter(out, inputs)
+            for out in outputs]
+        # Remember where each saved array came from, so backward can hand out graph-connected
+        # tensors, and its version, so backward can tell it was not changed in place since.
+        # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
+        self._saved_sources = tuple([
+            saved_values.source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
+        self._saved_versions = self._saved_sources and version.remember(
+            self._saved_sources, self.inputs, self.output_counters)
+        ctx.saved_arrays = ()
+
+    @property
+    def name(self):
+        return self.op.name()
+
+    @property
+    def present_inputs(self):
+        """The input tensors, without the Nones that stand for absent optional inputs."""
+        return [t for t in self.inputs if t is not None]
+
+    @property
+    def freed(self):
+        return self.ctx is None
+
+    def apply_backward(self, grad_outputs):
+        """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
+        A saved value changed in place since forward, or a saved intermediate, comes as a
+        stand-in that refuses to be read (minigrad/saved_values.py)."""
+        ctx = self.ctx
+        saved = [self.inputs[where] if kind == "input"
+                 else Tensor._from_node(where, self, index) if kind == "output"
+                 else saved_values.intermediate(self, i, where)
+                 for i, (kind, where, index) in enumerate(self._saved_sources)]
+        for i, entry in enumerate(self._saved_versions):
+            error = version.changed_error(self, entry)
+            if error is not None:
+                saved[i] = saved_values.Unreadable(saved[i], error)
+        ctx._saved = tuple(saved) or None   # None: nothing saved
+        try:
+            grads = self.op.backward(ctx, *grad_outputs)
+        finally:
+            ctx._saved = None
+        return grads if isinstance(grads, tuple) else (grads,)
+
+    def release(self):
+        """Drop what backward needed. Inputs made by other ops are swapped for data-free
+        stand-ins (same shape, dtype and place in the graph), so the activations they held are
+        freed while the graph can still be shown (minigrad.viz). A node that saved values (with
+        ctx.save, or arrays such as a mask kept on ctx) cannot be walked again; one that saved
+        nothing can (c = b + 1), as in PyTorch."""
+        ctx = self.ctx
+        if self._saved_sources or any(isinstance(v, ctx.xp.ndarray) for v in vars(ctx).values()):
+            self.ctx = None
+        self._saved_sources = self._saved_versions = ()
+        self.inputs = tuple(t if t is None or t._node is None else t._without_data()
+                            for t in self.inputs)
+
+    def __repr__(self):
+        return f"<Node {self.seq}: {self.name}>"
+
+
+def value_key(tensor):
+    """What identifies a value in the graph: its node and output index, or the leaf itself.
+    (Two Tensor objects for the same output of a node are the same value.)"""
+    return id(tensor) if tensor._node is None else (tensor._node, tensor._index)
+
+
+
+_accumulating = threading.Lock()
+
+
+def accumulate_grad(leaf, grad, create_graph):
+    """leaf.grad += grad, as in PyTorch: without create_graph into the `.grad` tensor in place
+    (a reference to it, or one assigned, sees the sum), and a first gradient is copied into an
+    array of its own (backward formulas may hand out read-only views, or one tensor to several
+    inputs); with create_graph out of place, on the tape. Under a lock: two threads running
+    backward into one leaf lose nothing."""
+    with _accumulating:
+        if create_graph:   # keep the gradient on the tape for higher derivatives
+            with enable_grad():
+                leaf._grad = grad if leaf._grad is None else leaf._grad + grad
+        elif leaf._grad is None:
+            leaf._grad = Tensor.from_array(grad.array.copy(), grad.backend)
+        else:
+            with no_grad():
+                leaf._grad.add_(grad)
