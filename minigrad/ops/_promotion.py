@@ -100,23 +100,30 @@ def lift(op, value, like):
                         f"({error}); expected a Tensor, a number or an array") from None
 
 
+def _common_case(operands, floating):
+    """`promote` of two operands in the common cases, decided without the general rule: two
+    tensors of one dtype, and a floating tensor with a real Python number on either side
+    (`-lr * p.grad`); None for the others."""
+    a, b = operands
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return operands if a.dtype == b.dtype and (not floating or a.dtype.kind in "fc") else None
+    tensor, number = (a, b) if isinstance(a, Tensor) else (b, a)
+    if not (isinstance(tensor, Tensor) and tensor.dtype.kind == "f"
+            and isinstance(number, (int, float))):
+        return None
+    constant = _constant(number, tensor.dtype, tensor)
+    return (tensor, constant) if tensor is a else (constant, tensor)
+
+
 def promote(op, *operands, floating=False):
     """The operands (tensors, numbers, arrays) as tensors of their promoted dtype; with
     `floating`, integer and bool results become the default float (true division, exp of an
     int tensor). At least one operand must be a Tensor. A tensor already of that dtype is
     passed through; others are cast by the Cast op, so each input's gradient comes back in its
     own dtype."""
-    first = operands[0]
-    if len(operands) == 2 and isinstance(first, Tensor) and (
-            not floating or first.dtype.kind in "fc"):
-        # the common cases, decided without the general rule: two tensors of one dtype, and a
-        # floating tensor with a real Python number
-        other = operands[1]
-        if isinstance(other, Tensor):
-            if other.dtype == first.dtype:
-                return operands
-        elif first.dtype.kind == "f" and isinstance(other, (int, float)):
-            return first, _constant(other, first.dtype, first)
+    common = _common_case(operands, floating) if len(operands) == 2 else None
+    if common is not None:
+        return common
     like = next(x for x in operands if isinstance(x, Tensor))
     operands = [x if isinstance(x, (Tensor,) + _NUMBERS) else lift(op, x, like)
                 for x in operands]
