@@ -1,6 +1,6 @@
 """minigrad: a small, readable, tape-based autograd framework on NumPy (CPU) and CuPy (GPU),
 with batch normalization as separate normalize / multiply / add primitives and a fused op."""
-from . import autograd, cuda, data, distributed, nn, onnx, ops, optim, viz
+from . import accelerator, autograd, cuda, data, distributed, nn, onnx, ops, optim, viz
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, device, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu

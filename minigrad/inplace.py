@@ -160,8 +160,9 @@ def _records(x, name, values):
             "graph (a view such as x[i], x.reshape(...) or x.T, or the tensor it was taken "
             "from), and minigrad cannot rebase the history of both, as PyTorch does. If no "
             "gradient has to flow through this change (a gradient computed by hand, as in "
-            "`dC[ix] += demb[k, j]`), make it under `with mg.no_grad():`; otherwise compute the "
-            "new value out of place with ops (y = y + 1, mg.where, mg.cat)")
+            "`dC[ix] += demb[k, j]`), make it under `with mg.no_grad():`, or detach the value "
+            "(`dC[ix] += demb[k, j].detach()`); otherwise compute the new value out of place "
+            "with ops (y = y + 1, mg.where, mg.cat)")
     return True
 
 

@@ -371,3 +371,58 @@ def test_gpu_layer_equals_cpu_layer_fused_and_composed(cuda):
         np.testing.assert_allclose(dx, reference[1], rtol=1e-4, atol=1e-5)
         for name in state:
             np.testing.assert_allclose(state[name], reference[2][name], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------ empty batches
+
+@pytest.mark.parametrize("shape", [(0, 3), (0, 3, 4), (0, 3, 4, 4), (2, 3, 0, 4), (2, 3, 0)])
+@pytest.mark.parametrize("track", [True, False], ids=["track", "notrack"])
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_an_empty_batch_matches_torch(shape, track, momentum, mode, fused):
+    """PyTorch 2.13: an empty output, zero gradients for weight and bias, the running
+    statistics as they were, and in training num_batches_tracked counts the batch (so a
+    cumulative average weighs the next batch by 1/2)."""
+    cls = nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d
+    theirs = (torch.nn.BatchNorm2d if len(shape) == 4 else torch.nn.BatchNorm1d)(
+        3, momentum=momentum, track_running_stats=track)
+    ours = cls(3, momentum=momentum, track_running_stats=track, fused=fused)
+    if track:
+        ours.running_mean.array[...] = [1, 2, 3]
+        ours.running_var.array[...] = [2, 3, 4]
+        theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()})
+    ours.train(mode == "train")
+    theirs.train(mode == "train")
+    g = np.zeros(shape, np.float32)
+    y, dx, grads = _step(ours, g, g)
+    y_t, dx_t, grads_t = _torch_step(theirs, g, g)
+    assert y.shape == y_t.shape == shape and y.dtype == y_t.dtype
+    assert dx.shape == dx_t.shape == shape
+    for name in ("weight", "bias"):
+        np.testing.assert_array_equal(grads[name], grads_t[name])
+    _compare_buffers(ours, theirs)
+    x, g = _data((4,) + shape[1:2] + (2,) * (len(shape) - 2), 50)   # a full batch next
+    for layer in (ours, theirs):
+        layer.train()
+    y, _, _ = _step(ours, x, g)
+    y_t, _, _ = _torch_step(theirs, x, g)
+    np.testing.assert_allclose(y, y_t, rtol=RTOL, atol=ATOL)
+    _compare_buffers(ours, theirs)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_functional_batch_norm_of_an_empty_batch_matches_torch(training):
+    running = [np.array([1, 2, 3], np.float32), np.array([2, 3, 4], np.float32)]
+    ours, theirs = [mg.tensor(a.copy()) for a in running], [torch.tensor(a) for a in running]
+    x = np.zeros((0, 3, 2), np.float64)
+    weight = mg.tensor(np.ones(3), requires_grad=True)
+    y = F.batch_norm(mg.tensor(x), *(t.double() for t in ours), weight, None, training)
+    y_t = torch.nn.functional.batch_norm(torch.tensor(x), *(t.double() for t in theirs),
+                                         torch.ones(3, dtype=torch.float64), None, training)
+    assert y.shape == tuple(y_t.shape) and y.dtype == str(y_t.dtype)[6:]
+    y.sum().backward()
+    np.testing.assert_array_equal(weight.grad.numpy(), np.zeros(3))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert F.batch_norm(mg.zeros(0, 3), None, None, training=True).shape == (0, 3)

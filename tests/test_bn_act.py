@@ -11,7 +11,7 @@ import torch
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.backends.numpy_batch_norm_act import Activation, ArrayBatchNormAct
+from minigrad.backends.array_batch_norm_act import Activation, ArrayBatchNormAct
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")   # small tensors
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import minigrad as mg
-from minigrad.backends.numpy_batch_norm import ArrayBatchNorm
+from minigrad.backends.array_batch_norm import ArrayBatchNorm
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")   # tiny tensors
 

@@ -33,7 +33,8 @@
 //                             asked for); dx coefficients k1 = gamma*rstd,
 //                             k2 = -k1*rstd*dgamma/M, k3 = -k1*dbeta/M
 //   bn_bwd_dx                 dx = k1*g + k2*(x - mean) + k3
-//   which is dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
+//   which is FusedBatchNorm's dx (ops/fused_batch_norm.py, where the derivatives are written):
+//   dx = gamma*rstd*(g - mean(g) - xhat*mean(g*xhat)) with xhat = (x - mean)*rstd.
 //
 // Batch norm + activation (fused_batch_norm_act) uses the same kernels: bn_apply applies the
 // activation after a*(x - p) + b (`act`), and the three backward launches read, in place of

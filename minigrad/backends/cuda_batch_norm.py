@@ -1,7 +1,7 @@
 """The fused batch-norm kernels of batch_norm.cu, planned and launched from Python.
 
 `CudaBatchNorm` is what `CupyBackend.kernels["batch_norm"]` holds: the object the
-`fused_batch_norm` op calls on `cuda` tensors (`ArrayBatchNorm` in numpy_batch_norm.py is its
+`fused_batch_norm` op calls on `cuda` tensors (`ArrayBatchNorm` in array_batch_norm.py is its
 CPU counterpart, with the same methods):
 
     forward_train(x, gamma, beta, axis, eps) -> (y, mean, var, rstd)
@@ -9,13 +9,14 @@ CPU counterpart, with the same methods):
     forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)       None for each gradient not asked for
-    moments(x, axes), standardize(x, mean, rstd, axes)
-                                     for `normalize`: `ArrayBatchNorm`'s array code on whole
-                                     CuPy arrays (no CUDA kernel of its own)
+    moments(x, axes), standardize(x, mean, rstd, axes), accumulation_dtype(dtype),
+    merge_moments(counts, means, squares, count)
+                                     for `normalize` and `sync_normalize`: `ArrayBatchNorm`'s
+                                     array code on whole CuPy arrays (no CUDA kernel of its own)
 
 It is also `kernels["batch_norm_act"]`, the `fused_batch_norm_act` op's kernel
-(`ArrayBatchNormAct` in numpy_batch_norm_act.py on the CPU): forward_train and forward_infer take
-an `activation` (backends.numpy_batch_norm_act.Activation), applied by bn_apply, and
+(`ArrayBatchNormAct` in array_batch_norm_act.py on the CPU): forward_train and forward_infer take
+an `activation` (backends.array_batch_norm_act.Activation), applied by bn_apply, and
 
     backward_from_output(g, z, rstd, gamma, beta, axis, activation, training, eps, need_dx,
                          need_dgamma, need_dbeta) -> (dx, dgamma, dbeta)
@@ -44,7 +45,7 @@ import typing
 
 import numpy
 
-from .numpy_batch_norm_act import ArrayBatchNormAct, invertible_gamma
+from .array_batch_norm_act import ArrayBatchNormAct, invertible_gamma
 
 SOURCE = pathlib.Path(__file__).with_name("batch_norm.cu")
 BLOCK = 256   # threads per block; batch_norm.cu is compiled with BN_BLOCK equal to this
@@ -342,6 +343,11 @@ class CudaBatchNorm:
 
 
     # ------------------------------------------------------------------ normalize
+    def accumulation_dtype(self, dtype):
+        return self._arrays.accumulation_dtype(dtype)
+
+    merge_moments = staticmethod(ArrayBatchNormAct.merge_moments)
+
     def moments(self, x, axes):
         return self._arrays.moments(x, axes)
 

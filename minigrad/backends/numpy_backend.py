@@ -2,9 +2,9 @@
 and conv2d kernels."""
 import numpy
 
+from .array_batch_norm import ArrayBatchNorm
+from .array_batch_norm_act import ArrayBatchNormAct
 from .base import Backend
-from .numpy_batch_norm import ArrayBatchNorm
-from .numpy_batch_norm_act import ArrayBatchNormAct
 from .numpy_conv import BlockedConv2d
 from .special import numpy_erf
 

@@ -15,6 +15,8 @@ gradient; unbiased variance):
 (PyTorch's convention. Caffe's `moving_average_fraction` and Keras' `momentum` give the weight
 of the old value instead: keep = 1 - momentum.) In evaluation the running statistics are used.
 With track_running_stats=False there are no buffers and batch statistics are used always.
+An empty batch gives an empty output and leaves the running statistics as they were (it is
+counted in num_batches_tracked), as in PyTorch.
 
 `scale` / `center` switch weight and bias separately (both default to `affine`); an absent one
 costs nothing. `fused`: True runs `ops.fused_batch_norm` (one op), False the composition
@@ -22,27 +24,29 @@ normalize, mul, add, "auto" the fused op (CUDA kernels on the GPU, NumPy on the 
 path on both). The results, the buffers and the state_dict are the same either way.
 
 `memory`: "input" (the default) keeps the input x for backward; "output" keeps the output y
-instead (`ops.fused_batch_norm_act` with no activation), so x is freed after forward when
-nothing else holds it: worth it when x is used only by this layer (a conv's output). Backward
+instead (`ops.fused_batch_norm_act` with the identity, the op that keeps its output; plain
+BatchNorm applies no activation), so x is freed after forward when nothing else holds it:
+worth it when x is used only by this layer (a conv's output). Backward
 then divides by weight, so a weight of exactly 0 that is trained is an error (docs/bn-act.md).
 The BatchNormAct layers (nn/batchnorm_act.py) are these layers with an activation after the
 norm, memory="output" by default.
 """
-import math
+import contextlib
 
 from .. import creation
+from ..ops.fused_batch_norm import check_batch_norm
 from ..tensor import Tensor
-from . import functional as F
+from . import batch_norm_core
 from .module import Module, Parameter
 
 
 class _BatchNorm(Module):
-    """Shared by the BatchNorm layers (they differ only in the input dims they accept)."""
+    """Shared by the batch-norm layers. Each sets `_dims`; the variants extend `_check_input`
+    (RegionBatchNorm2d) or `_batch_norm` (the BatchNormAct layers add their activation,
+    RegionBatchNorm2d views the input), and SyncBatchNorm wraps `forward` around sync_normalize.
+    forward reads as PyTorch's: the check, the averaging factor, one functional call."""
 
-    _dims = ()               # accepted input ndim
-    _stat_unit = "channel"   # what one running statistic describes
-
-    _activation = F.IDENTITY   # (activation, negative_slope, alpha) after the norm
+    _dims = ()   # accepted input ndim
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, scale=None, center=None, fused="auto", device=None,
@@ -57,31 +61,28 @@ class _BatchNorm(Module):
         if memory == "output" and fused is False:
             raise ValueError(f"{type(self).__name__}: memory='output' runs the fused op "
                              "fused_batch_norm_act; it cannot be combined with fused=False")
-        self.memory = memory
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, not "
                              f"{momentum}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats, self.fused = affine, track_running_stats, fused
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.fused, self.memory = fused, memory
         self.scale = affine if scale is None else bool(scale)
         self.center = affine if center is None else bool(center)
-        shape = self._stat_shape()
         self.register_parameter("weight", Parameter(
             creation.ones(num_features, device=device, dtype=dtype)) if self.scale else None)
         self.register_parameter("bias", Parameter(
             creation.zeros(num_features, device=device, dtype=dtype)) if self.center else None)
         if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(shape, device=device, dtype=dtype))
-            self.register_buffer("running_var", creation.ones(shape, device=device, dtype=dtype))
+            self.register_buffer("running_mean",
+                                 creation.zeros(num_features, device=device, dtype=dtype))
+            self.register_buffer("running_var",
+                                 creation.ones(num_features, device=device, dtype=dtype))
             self.register_buffer("num_batches_tracked",
                                  creation.zeros((), dtype="int64", device=device))
         else:
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
-
-    def _stat_shape(self):
-        """The shape of the running statistics: one per channel."""
-        return (self.num_features,)
 
     def reset_running_stats(self):
         """Running mean 0, running variance 1, no batches tracked."""
@@ -97,66 +98,91 @@ class _BatchNorm(Module):
         if self.bias is not None:
             self.bias.array[...] = 0
 
-    def _check_input(self, input):
+    def forward(self, input):
+        count = self._check_input(input)   # the one check: the calls below trust it
+        if not (self.training and self.track_running_stats):
+            return self._batch_norm(input, 0.0, count)
+        with self._counted_batch(count) as factor:
+            return self._batch_norm(input, factor, count)
+
+    def _batch_norm(self, input, factor, count, activation=None):
+        """The one functional call, on checked input: `factor` is the running-average weight,
+        `count` the values per batch statistic (None: the running statistics are used)."""
+        keep_running = not self.training or self.track_running_stats
+        return batch_norm_core.batch_norm(
+            input, self.weight, self.bias, self.running_mean if keep_running else None,
+            self.running_var if keep_running else None, training=count is not None,
+            factor=factor, eps=self.eps, count=count, fused=self.fused is not False,
+            memory=self.memory, activation=activation)
+
+    def _check_input(self, input, statistics=None, unit="channel", batch_facts=True):
+        """Every check of one call: a tensor of the accepted dims with num_features channels on
+        axis 1, of a floating dtype that suits the parameters and buffers, and, when the batch's
+        statistics are used, more than one value behind each of the `statistics` (default: one
+        per channel) or none at all (an empty batch, as PyTorch allows). Returns that count, or
+        None when the running statistics are used. batch_facts=False checks the layer's own
+        facts only (type, dims, channels): SyncBatchNorm's sync_normalize checks the dtypes and
+        counts the values of all ranks together, naming each rank."""
+        name = f"{type(self).__name__}({self.num_features})"
         if not isinstance(input, Tensor):
             raise TypeError(f"{type(self).__name__}: expected a Tensor, got "
                             f"{type(input).__name__}")
         if input.ndim not in self._dims or input.shape[1] != self.num_features:
             dims = " or ".join(f"{n}-d" for n in self._dims)
-            raise ValueError(f"{type(self).__name__}({self.num_features}): expected {dims} input "
-                             f"with {self.num_features} channels on axis 1, got shape "
-                             f"{input.shape}")
+            raise ValueError(f"{name}: expected {dims} input with {self.num_features} channels "
+                             f"on axis 1, got shape {input.shape}")
+        if not batch_facts:
+            return None
+        batch_statistics = self.training or not self.track_running_stats
+        running = {} if batch_statistics or statistics else {
+            "running_mean": self.running_mean, "running_var": self.running_var}
+        check_batch_norm(name, input, 1, count_values=False, weight=self.weight, bias=self.bias,
+                         **running)
+        if not batch_statistics:
+            return None
+        if input.numel() == 0:
+            return 0
+        return batch_norm_core.values_per_statistic(name, input, statistics or self.num_features,
+                                                    unit)
 
-    # Set to 0 by recompute_batchnorm_stats: the running statistics then become the average of
-    # the batches' statistics weighted by their value counts (None: the layer's own rule).
+    # Set by population_statistics: the running statistics then become the average of the
+    # batches' statistics weighted by their value counts (None: the layer's own rule).
     _population_count = None
 
-    def _factor(self, count):
-        """This batch's weight in the running averages (the batch counter already advanced);
-        `count` is the number of values behind each of its statistics."""
-        if self._population_count is not None:
-            self._population_count += count
-            return count / self._population_count
-        if self.momentum is None:
-            return 1.0 / int(self.num_batches_tracked.item())
-        return self.momentum
-
-    def _per_channel(self):
-        """(weight, bias, running_mean, running_var) as (C,) vectors for F._batch_norm."""
-        return self.weight, self.bias, self.running_mean, self.running_var
-
-    def _channels_view(self, input):
-        """The input as F._batch_norm sees it (channels on axis 1) and the function that takes
-        the result back to the input's shape."""
-        return input, None
-
-    def _normalize(self, input, factor, count):
-        """The layer's function for one call, on checked input: `factor` is the running-average
-        weight, `count` the values per batch statistic (None: running statistics are used)."""
-        keep_running = not self.training or self.track_running_stats
-        weight, bias, running_mean, running_var = self._per_channel()
-        view, restore = self._channels_view(input)
-        y = F._batch_norm(view, running_mean=running_mean if keep_running else None,
-                          running_var=running_var if keep_running else None, weight=weight,
-                          bias=bias, training=count is not None, factor=factor, eps=self.eps,
-                          fused=self.fused, count=count, activation=self._activation,
-                          memory=self.memory)
-        return y if restore is None else restore(y)
-
-    def forward(self, input):
-        self._check_input(input)   # the one check: F._batch_norm takes the input as it is
-        count = None
-        if self.training or not self.track_running_stats:   # batch statistics: check count
-            count = F._values_per_statistic(f"{type(self).__name__}({self.num_features})",
-                                            input, math.prod(self._stat_shape()),
-                                            self._stat_unit)
-        if not (self.training and self.track_running_stats):
-            return self._normalize(input, 0.0, count)
-        self.num_batches_tracked.array += 1   # in place on the 0-d array
+    @contextlib.contextmanager
+    def population_statistics(self):
+        """Inside the block, the running statistics start again (reset_running_stats) and each
+        training batch b moves them to the exact population average
+            running = sum_b n_b * batch_b / sum_b n_b      (n_b values per statistic)
+        instead of the momentum rule; afterwards the rule is the layer's own again.
+        nn.utils.recompute_batchnorm_stats ("precise BN") runs its batches inside."""
+        self.reset_running_stats()
+        self._population_count = 0
         try:
-            return self._normalize(input, self._factor(count), count)
-        except Exception:
+            yield self
+        finally:
+            self._population_count = None
+
+    @contextlib.contextmanager
+    def _counted_batch(self, count):
+        """Count one training batch of `count` values per statistic, and give its weight in the
+        running averages (PyTorch's exponential_average_factor; momentum=None: 1 / the number
+        of batches; inside population_statistics: its share of the values). A batch whose block
+        raises is not counted."""
+        population = self._population_count
+        self.num_batches_tracked.array += 1   # in place on the 0-d array
+        if population is not None:
+            self._population_count += count
+            factor = count / self._population_count if self._population_count else 0.0
+        elif self.momentum is None:
+            factor = 1.0 / int(self.num_batches_tracked.item())
+        else:
+            factor = self.momentum
+        try:
+            yield factor
+        except BaseException:
             self.num_batches_tracked.array -= 1   # the batch was not used
+            self._population_count = population
             raise
 
     def update_rule(self):

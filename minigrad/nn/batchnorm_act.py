@@ -20,7 +20,7 @@ class _BatchNormAct:
     def __init__(self, num_features, activation="leaky_relu", negative_slope=0.01, alpha=1.0,
                  eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, scale=None,
                  center=None, fused="auto", device=None, dtype=None, memory="output"):
-        act = tuple(checked_activation(activation, negative_slope, alpha))   # before any state
+        act = checked_activation(activation, negative_slope, alpha)   # before any state
         super().__init__(num_features, eps=eps, momentum=momentum, affine=affine,
                          track_running_stats=track_running_stats, scale=scale, center=center,
                          fused=fused, device=device, dtype=dtype, memory=memory)
@@ -28,7 +28,10 @@ class _BatchNormAct:
 
     @property
     def activation(self):
-        return self._activation[0]
+        return self._activation.name
+
+    def _batch_norm(self, input, factor, count, activation=None):
+        return super()._batch_norm(input, factor, count, self._activation)
 
     def extra_repr(self):
         name, slope, alpha = self._activation

@@ -1,7 +1,6 @@
 """Stateless layer functions (`import minigrad.nn.functional as F`), with PyTorch's names and
 arguments. Each is a thin composition of primitives from `minigrad.ops`, so its gradient comes
 from theirs."""
-import functools
 
 import numpy
 
@@ -23,9 +22,11 @@ from ..ops import (  # noqa: F401
     window,
 )
 from ..ops import lp_normalize as normalize  # noqa: F401
+from ..ops.fused_batch_norm import check_batch_norm
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
-from ..version import bump_version, in_place
+from . import batch_norm_core
+from .batch_norm_core import affine_channels, update_running_stats, values_per_statistic
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (  # noqa: F401
     binary_cross_entropy,
@@ -185,43 +186,6 @@ def softplus(input, beta=1.0, threshold=20.0):
 # ---------------------------------------------------------------------------------------------
 # Normalization: every function below is `ops.normalize` plus an optional multiply and add.
 
-def _values_per_statistic(op, input, statistics, unit="channel"):
-    """How many values each statistic is computed from, checked to be more than one: a variance
-    of one value is 0 and the output would be beta whatever the input (PyTorch raises too)."""
-    count = input.numel() // max(statistics, 1)
-    if count <= 1:
-        raise ValueError(
-            f"{op}: training needs more than one value per {unit} to compute a variance, but "
-            f"the input of shape {input.shape} has {count} value(s) per {unit} (the channel "
-            "axis is 1; the values counted are those of the batch and spatial axes). Fixes: "
-            "train with a batch of more than one sample (or an input with spatial extent); "
-            "switch the layer to eval() so it normalizes with its running statistics (that "
-            "needs track_running_stats=True, the default, and statistics from earlier batches); "
-            "or, where batches of one are inherent, use LayerNorm, GroupNorm or InstanceNorm.")
-    return count
-
-
-@in_place
-def _update_running(running_mean, running_var, mean, var, count, factor):
-    """running = (1 - factor) * running + factor * batch, in place on the buffers' arrays (so
-    unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's
-    convention. `count` (values per statistic) is above 1. Both buffers' versions move on, so a
-    graph that read them (an evaluation-mode forward) refuses a backward afterwards."""
-    unbiased = var.array * (count / (count - 1))
-    for running, batch in ((running_mean, mean.array), (running_var, unbiased)):
-        running.array *= 1.0 - factor
-        running.array += factor * batch
-        bump_version(running)
-
-
-def _use_fused(fused):
-    """'auto' takes the fused op: every backend has one (CUDA kernels on the GPU, the array
-    implementation elsewhere) and it is the faster path on both."""
-    if fused in ("auto", True, False):
-        return fused is not False
-    raise ValueError(f"batch_norm: fused must be 'auto', True or False, not {fused!r}")
-
-
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5, *, fused="auto"):
     """Batch normalization over (N, C, *) input, per channel (axis 1), as in PyTorch:
@@ -234,62 +198,41 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     training=False: the running buffers are used. `weight` and `bias` are optional separately.
     `fused`: True runs `ops.fused_batch_norm` (one op), False `ops.composed_batch_norm`
     (normalize, mul, add), "auto" the fused op (CUDA kernels on the GPU, NumPy on the CPU);
-    the numbers are the same either way.
+    the numbers are the same either way. An empty input gives an empty output (buffers as
+    they were), as in PyTorch.
     """
-    count = _check_batch_norm(input, running_mean, running_var, training, momentum, fused)
-    return _batch_norm(input, running_mean=running_mean, running_var=running_var, weight=weight,
-                       bias=bias, training=training, factor=momentum, eps=eps, fused=fused,
-                       count=count)
+    count = _check_batch_norm(input, running_mean, running_var, weight, bias, training,
+                              momentum, fused)
+    return batch_norm_core.batch_norm(input, weight, bias, running_mean, running_var,
+                                      training=training, factor=momentum, eps=eps, count=count,
+                                      fused=fused is not False)
 
 
-def _check_batch_norm(input, running_mean, running_var, training, momentum, fused):
-    """batch_norm's argument checks; in training, the number of values per statistic."""
-    _use_fused(fused)
+def _check_batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
+                      fused):
+    """batch_norm's one check of its arguments; in training, the number of values per
+    statistic."""
+    if fused not in ("auto", True, False):
+        raise ValueError(f"batch_norm: fused must be 'auto', True or False, not {fused!r}")
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected input of shape (N, C, *), got shape "
                          f"{input.shape}")
     if (running_mean is None) != (running_var is None):
         raise ValueError("batch_norm: give both running_mean and running_var, or neither")
-    channels = input.shape[1]
-    for name, buffer in (("running_mean", running_mean), ("running_var", running_var)):
-        if buffer is not None and buffer.shape != (channels,):
-            raise ValueError(f"batch_norm: {name} has shape {buffer.shape}, but the input of "
-                             f"shape {input.shape} has {channels} channels")
+    check_batch_norm("batch_norm", input, 1, count_values=False, running_mean=running_mean,
+                     running_var=running_var, weight=weight, bias=bias)
     if not training:
         if running_mean is None:
             raise ValueError("batch_norm: evaluation (training=False) normalizes with the running "
                              "statistics, but running_mean and running_var are None; pass them, "
                              "or training=True to use the batch's statistics")
         return None
-    count = _values_per_statistic("batch_norm", input, channels)
     if running_mean is not None and momentum is None:
         raise ValueError("batch_norm: momentum=None (a cumulative average) needs the batch count "
                          "that the BatchNorm layers keep; pass the factor 1/n for batch n")
-    return count
-
-
-IDENTITY = ("identity", 0.01, 1.0)   # (activation, negative_slope, alpha): none after the norm
-
-
-def _batch_norm(input, *, running_mean, running_var, weight, bias, training, factor, eps, fused,
-                count, activation=IDENTITY, memory="input"):
-    """batch_norm on checked arguments (the BatchNorm layers check their own), followed by
-    `activation` ((name, negative_slope, alpha), as ops.fused_batch_norm_act takes them):
-    `factor` is the running-average weight, `count` the values per statistic (training only).
-    memory="output" runs ops.fused_batch_norm_act, which keeps only its output for backward;
-    "input" batch norm (fused or composed), then the composed activation."""
-    if memory == "output":
-        norm = functools.partial(ops.fused_batch_norm_act, activation=activation[0],
-                                 negative_slope=activation[1], alpha=activation[2])
-    else:
-        norm = ops.fused_batch_norm if _use_fused(fused) else ops.composed_batch_norm
-    if not training:
-        y = norm(input, weight, bias, axis=1, eps=eps, mean=running_mean, var=running_var)[0]
-    else:
-        y, mean, var = norm(input, weight, bias, axis=1, eps=eps)
-        if running_mean is not None:
-            _update_running(running_mean, running_var, mean, var, count, factor)
-    return y if memory == "output" else ops.composed_activation(y, *activation)
+    if input.numel() == 0:
+        return 0
+    return values_per_statistic("batch_norm", input, input.shape[1])
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -323,14 +266,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return y if weight is None else ops.mul(y, weight)
 
 
-def _affine_channels(y, weight, bias):
-    """y * weight + bias with (C,) weight and bias put on axis 1."""
-    view = (1, y.shape[1]) + (1,) * (y.ndim - 2)
-    if weight is not None:
-        y = ops.mul(y, ops.reshape(weight, view))
-    return y if bias is None else ops.add(y, ops.reshape(bias, view))
-
-
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Split the C channels of (N, C, *) input into num_groups groups, normalize each sample's
     group over its channels and positions, then apply per-channel weight and bias:
@@ -341,7 +276,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                          "equal groups")
     grouped = ops.reshape(input, (input.shape[0], num_groups, -1))
     y = ops.reshape(ops.normalize(grouped, (2,), eps)[0], input.shape)
-    return _affine_channels(y, weight, bias)
+    return affine_channels(y, weight, bias)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -358,15 +293,15 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if not use_input_stats:
         y = ops.normalize(input, axes, eps, ops.reshape(running_mean, view),
                           ops.reshape(running_var, view))[0]
-        return _affine_channels(y, weight, bias)
-    count = _values_per_statistic("instance_norm", input, input.shape[0] * input.shape[1],
+        return affine_channels(y, weight, bias)
+    count = values_per_statistic("instance_norm", input, input.shape[0] * input.shape[1],
                                   "channel of a sample")
     y, mean, var = ops.normalize(input, axes, eps)
     if running_mean is not None:
         channels = (input.shape[0], input.shape[1])
-        _update_running(running_mean, running_var, mean.reshape(channels).mean(axis=0),
+        update_running_stats(running_mean, running_var, mean.reshape(channels).mean(axis=0),
                         var.reshape(channels).mean(axis=0), count, momentum)
-    return _affine_channels(y, weight, bias)
+    return affine_channels(y, weight, bias)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -148,9 +148,9 @@ class _LazyBatchNorm(LazyModuleMixin):
 
     def initialize_parameters(self, input):
         self.num_features = self._input_size(input, 1, "num_features", 2)
-        stat = self._stat_shape()
-        self._materialize({"weight": (self.num_features,), "bias": (self.num_features,),
-                           "running_mean": stat, "running_var": stat})
+        shape = (self.num_features,)
+        self._materialize({"weight": shape, "bias": shape, "running_mean": shape,
+                           "running_var": shape})
 
 
 class LazyBatchNorm1d(_LazyBatchNorm, BatchNorm1d):

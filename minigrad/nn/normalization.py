@@ -8,6 +8,7 @@
                        weight/bias: (N, C, H, W) -> (N, C, R, H/R, W), normalize over (0, 3, 4)
 """
 from .. import creation, ops
+from . import batch_norm_core
 from . import functional as F
 from .batchnorm import _BatchNorm
 from .module import Module, Parameter
@@ -167,36 +168,44 @@ class RegionBatchNorm2d(_BatchNorm):
     """
 
     _dims = (4,)
-    _stat_unit = "channel and region"
 
     def __init__(self, num_features, regions, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, scale=None, center=None, fused="auto", device=None,
                  dtype=None):
-        object.__setattr__(self, "regions", regions)   # read by _stat_shape during __init__
         super().__init__(num_features, eps, momentum, affine, track_running_stats, scale,
                          center, fused, device, dtype)
+        self.regions = regions
+        if track_running_stats:   # one statistic per channel and region, not per channel
+            shape = (num_features, regions)
+            self.running_mean = creation.zeros(shape, device=device, dtype=dtype)
+            self.running_var = creation.ones(shape, device=device, dtype=dtype)
 
-    def _stat_shape(self):
-        return (self.num_features, self.regions)
+    def _check_input(self, input):
+        if input.ndim == 4 and input.shape[2] % self.regions:
+            raise ValueError(f"RegionBatchNorm2d: the height {input.shape[2]} of the input of "
+                             f"shape {input.shape} does not split into {self.regions} equal "
+                             "regions")
+        return super()._check_input(input, self.num_features * self.regions,
+                                    "channel and region")
 
-    def _per_channel(self):
-        channels = self.num_features * self.regions
-        per_band = (self.num_features, self.regions)
-        weight, bias = (
-            None if p is None else ops.reshape(
-                ops.broadcast_to(ops.reshape(p, (self.num_features, 1)), per_band), (channels,))
-            for p in (self.weight, self.bias))
-        running = (None if b is None else ops.reshape(b, (channels,))   # views: updated in place
-                   for b in (self.running_mean, self.running_var))
-        return (weight, bias, *running)
-
-    def _channels_view(self, input):
+    def _batch_norm(self, input, factor, count, activation=None):
+        """Batch norm of the view (N, C * R, H / R * W): one channel per (channel, region),
+        weight and bias repeated over the regions, the running statistics seen as (C * R,)."""
         n, c, h, w = input.shape
-        if h % self.regions:
-            raise ValueError(f"RegionBatchNorm2d: the height {h} of the input of shape "
-                             f"{input.shape} does not split into {self.regions} equal regions")
-        view = ops.reshape(input, (n, c * self.regions, (h // self.regions) * w))
-        return view, lambda y: ops.reshape(y, input.shape)
+        channels, per_band = c * self.regions, (c, self.regions)
+        weight, bias = (
+            None if p is None else ops.reshape(ops.broadcast_to(ops.reshape(p, (c, 1)), per_band),
+                                               (channels,))
+            for p in (self.weight, self.bias))
+        keep_running = not self.training or self.track_running_stats
+        running_mean, running_var = (   # views: updated in place
+            ops.reshape(b, (channels,)) if keep_running and b is not None else None
+            for b in (self.running_mean, self.running_var))
+        view = ops.reshape(input, (n, channels, (h // self.regions) * w))
+        y = batch_norm_core.batch_norm(
+            view, weight, bias, running_mean, running_var, training=count is not None,
+            factor=factor, eps=self.eps, count=count, fused=self.fused is not False)
+        return ops.reshape(y, input.shape)
 
     def extra_repr(self):
         return super().extra_repr().replace(f"{self.num_features}, ",

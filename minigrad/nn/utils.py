@@ -1,5 +1,7 @@
 """Utilities for models: population statistics for batch norm, conv + batch norm folding,
 gradient clipping, parameters as one flat vector."""
+import contextlib
+
 import numpy
 
 from .. import autograd, ops
@@ -38,19 +40,16 @@ def recompute_batchnorm_stats(model, batches):
     device = _device_of(model)
     try:
         model.eval()
-        for layer in layers:
-            layer.reset_running_stats()
-            layer.train()
-            layer._population_count = 0
-        with autograd.no_grad():
+        with contextlib.ExitStack() as population, autograd.no_grad():
+            for layer in layers:
+                layer.train()
+                population.enter_context(layer.population_statistics())
             for batch in batches:
                 inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
                 if not isinstance(inputs, Tensor):
                     inputs = as_tensor(inputs, device=device)
                 model(inputs)
     finally:
-        for layer in layers:
-            del layer._population_count
         for module, training in modes:
             module.training = training
     return model

@@ -21,9 +21,10 @@ so every derivative order runs the same kernels:
     Conv2dWeight(x, g)     = g @ unfold(x)^T   dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U)
 
 The products run in the backend's "conv2d" kernel (on the CPU it builds cols in cache-sized
-blocks: backends/numpy_conv.py). The result lands in one (O, Ho, Wo, N) array, so the NCHW output
-is a transposed view, not a copy, and the layers after it (batch norm, ReLU, pooling, the next
-im2col) work on that channels-first layout without reordering it.
+blocks and runs stride-1 transposed products as correlations: backends/numpy_conv.py). The
+result lands in one (O, Ho, Wo, N) array, so the NCHW output is a transposed view, not a copy,
+and the layers after it (batch norm, ReLU, pooling, the next im2col) work on that
+channels-first layout without reordering it.
 """
 from ..tensor import Tensor
 from .base import Op
@@ -121,9 +122,13 @@ class ConvTranspose2d(Op):
                              f"{fits} windows, fewer than the input's {y.shape[2:]}")
         kernel = ctx.backend.kernel("conv2d")
         y_cols = y.transpose(1, 2, 3, 0)   # (I, H, W, N): free when y has conv2d's layout
-        dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
-        out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
-                           dilation)
+        if kernel.transposes(weight.shape, stride, padding, dilation):   # fold(W^T @ y) itself
+            out = _by_group(ctx.xp, groups, lambda w_k, y_k: kernel.transpose(
+                w_k, y_k, size, padding), weight, y_cols).transpose(3, 0, 1, 2)
+        else:
+            dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
+            out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
+                               dilation)
         if bias is not None:
             out += bias.reshape(1, -1, 1, 1)
         ctx.save(y, weight)

@@ -11,7 +11,7 @@ given (inference). gamma and beta are optional separately: an absent one costs n
 or backward.
 
 The fused op runs the backend's `kernel("batch_norm")`: the CUDA kernels on the GPU
-(backends/cuda_batch_norm.py), blocked NumPy code on the CPU (backends/numpy_batch_norm.py, which
+(backends/cuda_batch_norm.py), blocked NumPy code on the CPU (backends/array_batch_norm.py, which
 also has the passes written out). Its backward computes only the gradients that are needed.
 When the gradient itself must be differentiable (create_graph=True), and in the inference form,
 backward differentiates the composed formula instead, so higher derivatives come out right.
@@ -19,87 +19,111 @@ backward differentiates the composed formula instead, so higher derivatives come
 from .. import autograd
 from ..tensor import Tensor, as_tensor
 from .base import Op
-from .normalize import check_values_per_statistic, normalize
+from .normalize import Normalize
 
 
-def _channel_axis(op, shape, axis):
-    if len(shape) < 1 or not -len(shape) <= axis < len(shape):
+def check_batch_norm(op, x, axis=1, count_values=True, dtype_rule=True, **vectors):
+    """Every check of batch norm's arguments, made once where a call enters (the functions
+    below, F.batch_norm, the BatchNorm layers' `_check_input`); the ops and
+    `batch_norm_checked` trust them. x is a floating tensor with channel `axis` in range; each
+    named vector (gamma, beta, mean, var; or the layers' weight, bias, running_mean,
+    running_var) is None or a (C,) tensor of x's dtype (float32 also for float16 x, PyTorch's
+    rule; fused_batch_norm_act, with `dtype_rule` False, computes in the accumulation dtype and
+    takes any floating vectors). With `count_values`, x must hold values, and more than one per
+    channel in the training form (mean None: the variance of one value is 0, so the output
+    would be beta whatever the input); the layers count them themselves. Returns the channel
+    axis as a non-negative int."""
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating input, got dtype {x.dtype} "
+                        f"(shape {x.shape})")
+    if x.ndim < 1 or not -x.ndim <= axis < x.ndim:
         raise ValueError(f"{op}: channel axis {axis} is out of range for an input of shape "
-                         f"{shape}")
-    return axis % len(shape)
+                         f"{x.shape}")
+    axis %= x.ndim
+    channels = x.shape[axis]
+    for name, vector in vectors.items():
+        if vector is None:
+            continue
+        if vector.shape != (channels,):
+            raise ValueError(
+                f"{op}: {name} has shape {vector.shape}, but the input of shape {x.shape} has "
+                f"{channels} channels on axis {axis}: expected ({channels},)")
+        if dtype_rule and vector.dtype != x.dtype and not (
+                x.dtype == "float16" and vector.dtype == "float32"):
+            raise TypeError(f"{op}: {name} has dtype {vector.dtype} but the input (shape "
+                            f"{x.shape}) is {x.dtype}; expected {x.dtype}"
+                            + (" or float32" if x.dtype == "float16" else ""))
+    if count_values and x.numel() == 0:
+        raise ValueError(f"{op}: the input of shape {x.shape} is empty")
+    if count_values and vectors.get("mean") is None and x.numel() == channels:
+        raise ValueError(f"{op}: the training form needs more than one value per statistic, "
+                         f"but the input of shape {x.shape} holds one per channel (axis "
+                         f"{axis}); normalize over more values, or pass mean and var "
+                         "(inference form)")
+    return axis
 
 
-def _channel_view_shape(shape, axis):
+def check_statistics_pair(op, mean, var):
+    """mean and var are both given (inference form) or both None (training form)."""
+    if (mean is None) != (var is None):
+        raise ValueError(f"{op}: give both mean and var (inference form) or neither "
+                         "(training form)")
+
+
+def vectors_like(x, *vectors):
+    """The given (C,) parameters and statistics as tensors on x's device (None stays None)."""
+    return [v if v is None or isinstance(v, Tensor) else as_tensor(v, device=x.device)
+            for v in vectors]
+
+
+def channel_view_shape(shape, axis):
     """(1, C, 1, 1)-style shape that puts a (C,) vector on `axis` of `shape`."""
     return tuple(n if i == axis else 1 for i, n in enumerate(shape))
 
 
-def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
-    """Batch norm as normalize, then multiply by gamma, then add beta (each step skipped when its
-    parameter is None). Returns (y, batch_mean, batch_var) with (C,) statistics."""
-    x = as_tensor(x)
-    axis = _channel_axis("composed_batch_norm", x.shape, axis)
+def batch_norm_checked(x, gamma, beta, mean, var, *, axis, eps, fused):
+    """(y, batch_mean, batch_var): `fused_batch_norm` (fused=True) or `composed_batch_norm`
+    (False) on arguments that `check_batch_norm` has passed, with `axis` non-negative: nothing
+    is checked again."""
+    if fused:
+        return FusedBatchNorm.apply(x, gamma, beta, mean, var, axis=axis, eps=eps)
     axes = tuple(i for i in range(x.ndim) if i != axis)
-    view = _channel_view_shape(x.shape, axis)
-    check_parameter_dtypes("composed_batch_norm", x, gamma=gamma, beta=beta, mean=mean, var=var)
+    view = channel_view_shape(x.shape, axis)
     if mean is None:
-        y, mean, var = normalize(x, axes, eps)
+        y, mean, var = Normalize.apply(x, axes=axes, eps=eps)
     else:
-        y, mean, var = normalize(x, axes, eps, _viewed("mean", mean, view, x),
-                                 _viewed("var", var, view, x))
+        y, mean, var = Normalize.apply(x, mean.reshape(view), var.reshape(view), axes=axes,
+                                       eps=eps)
     if gamma is not None:
-        y = y * _viewed("gamma", gamma, view, x)
+        y = y * gamma.reshape(view)
     if beta is not None:
-        y = y + _viewed("beta", beta, view, x)
+        y = y + beta.reshape(view)
     channels = x.shape[axis]
     # float32 parameters of a float16 input: computed in float32, returned as float16
     y = y if y.dtype == x.dtype else y.astype(x.dtype)
     return y, mean.reshape(channels), var.reshape(channels)
 
 
-def check_parameter_dtypes(op, x, **vectors):
-    """PyTorch's rule for batch norm's parameters and statistics: the input's dtype, or float32
-    with a float16 input. The output has the input's dtype either way."""
-    for name, vector in vectors.items():
-        dtype = getattr(vector, "dtype", x.dtype)
-        if vector is not None and dtype != x.dtype and not (
-                x.dtype == "float16" and dtype == "float32"):
-            raise TypeError(f"{op}: {name} has dtype {dtype} but the input (shape {x.shape}) "
-                            f"is {x.dtype}; expected {x.dtype}"
-                            + (" or float32" if x.dtype == "float16" else ""))
-
-
-def _viewed(name, vector, view, like):
-    """A (C,) parameter or statistic as a tensor shaped `view`, e.g. (1, C, 1, 1)."""
-    if not isinstance(vector, Tensor):
-        vector = as_tensor(vector, device=like.device)
-    channels = max(view)   # the view is all ones but the channel axis
-    if vector.shape != (channels,):
-        raise ValueError(f"composed_batch_norm: {name} has shape {vector.shape}, but the input "
-                         f"of shape {like.shape} has {channels} channels: expected ({channels},)")
-    return vector.reshape(view)
-
-
-def check_fused_inputs(op, x, gamma, beta, mean, var, axis):
-    """The fused ops' argument checks (arrays; None where absent); returns the channel axis."""
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: expected a floating input, got dtype {x.dtype} "
-                        f"(shape {x.shape})")
-    axis = _channel_axis(op, x.shape, axis)
-    channels = x.shape[axis]
-    for name, array in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
-        if array is not None and array.shape != (channels,):
-            raise ValueError(
-                f"{op}: {name} has shape {array.shape}, but the input of shape "
-                f"{x.shape} has {channels} channels on axis {axis}: expected ({channels},)")
-    if x.size == 0:
-        raise ValueError(f"{op}: the input of shape {x.shape} is empty")
-    return axis
+def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
+    """Batch norm as normalize, then multiply by gamma, then add beta (each step skipped when its
+    parameter is None). Returns (y, batch_mean, batch_var) with (C,) statistics."""
+    x = as_tensor(x)
+    check_statistics_pair("composed_batch_norm", mean, var)
+    gamma, beta, mean, var = vectors_like(x, gamma, beta, mean, var)
+    axis = check_batch_norm("composed_batch_norm", x, axis, gamma=gamma, beta=beta, mean=mean,
+                            var=var)
+    return batch_norm_checked(x, gamma, beta, mean, var, axis=axis, eps=eps, fused=False)
 
 
 class FusedBatchNorm(Op):
     """(y, batch_mean, batch_var) = fused_batch_norm(x, gamma, beta, mean, var), each of gamma,
-    beta and the pair mean, var possibly None; see the module docstring."""
+    beta and the pair mean, var possibly None; xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps),
+    sums and means over the M values of each channel:
+        dbeta = sum(g),  dgamma = sum(g * xhat),
+        dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat))    (training: batch stats)
+        dx = gamma * rstd * g,  dmean = -sum(dx),  dvar = -sum(dx * (x - mean)) * rstd^2 / 2
+                                                                     (inference: given stats)
+    The arguments are checked by the functions that apply it (`check_batch_norm`)."""
 
     @classmethod
     def name(cls):
@@ -107,7 +131,6 @@ class FusedBatchNorm(Op):
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
-        axis = check_fused_inputs("fused_batch_norm", x, gamma, beta, mean, var, axis)
         kernel = ctx.backend.kernel("batch_norm")
         ctx.axis, ctx.eps, ctx.inference = axis, eps, mean is not None
         ctx.save(x, gamma, beta, mean, var)
@@ -139,7 +162,7 @@ class FusedBatchNorm(Op):
         inputs = ctx.saved   # x, gamma, beta, mean, var; None where absent
         wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
         with autograd.enable_grad():
-            y, _, _ = composed_batch_norm(*inputs[:3], ctx.axis, ctx.eps, *inputs[3:])
+            y, _, _ = batch_norm_checked(*inputs, axis=ctx.axis, eps=ctx.eps, fused=False)
         grads = iter(autograd.grad(y, wanted, g, create_graph=autograd.is_grad_enabled(),
                                    allow_unused=True))
         return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
@@ -151,13 +174,9 @@ def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=
     y = gamma * (x - mean) / sqrt(var + eps) + beta per channel on `axis`. See the module
     docstring for the forms and the backward.
     """
-    if (mean is None) != (var is None):
-        raise ValueError("fused_batch_norm: give both mean and var (inference form) or neither "
-                         "(training form)")
-    if isinstance(x, Tensor):
-        check_parameter_dtypes("fused_batch_norm", x, gamma=gamma, beta=beta, mean=mean, var=var)
-        if mean is None and x.ndim:
-            channel = _channel_axis("fused_batch_norm", x.shape, axis)
-            check_values_per_statistic("fused_batch_norm", x.shape,
-                                       [i for i in range(x.ndim) if i != channel])
+    x = as_tensor(x)
+    check_statistics_pair("fused_batch_norm", mean, var)
+    gamma, beta, mean, var = vectors_like(x, gamma, beta, mean, var)
+    axis = check_batch_norm("fused_batch_norm", x, axis, gamma=gamma, beta=beta, mean=mean,
+                            var=var)
     return FusedBatchNorm.apply(x, gamma, beta, mean, var, axis=axis, eps=eps)

@@ -19,19 +19,25 @@ leaves every gradient exact for |gamma| >= eps). A gamma of exactly 0 that needs
 an error: z then holds no trace of xhat, so dgamma cannot be recovered (docs/bn-act.md).
 
 The backend's `kernel("batch_norm_act")` runs it: batch norm's forward with the activation
-applied to its output, and `backward_from_output` (backends/numpy_batch_norm_act.py has the
+applied to its output, and `backward_from_output` (backends/array_batch_norm_act.py has the
 passes on the CPU; on the GPU the batch-norm CUDA kernels read z in place of x). Under
 create_graph, or when the given mean/var need gradients, backward instead rebuilds
 x = xhat / rstd + mean from z and differentiates the composed formula there, joined to the graph
 at x's place, so higher derivatives come out right.
 """
 from .. import autograd
-from ..backends.numpy_batch_norm import accumulation_dtype
-from ..backends.numpy_batch_norm_act import ACTIVATIONS, Activation
-from ..tensor import Tensor
+from ..backends.array_batch_norm import accumulation_dtype
+from ..backends.array_batch_norm_act import ACTIVATIONS, Activation
+from ..tensor import Tensor, as_tensor
 from .activation import elu, leaky_relu
 from .base import Op
-from .fused_batch_norm import _channel_view_shape, check_fused_inputs, composed_batch_norm
+from .fused_batch_norm import (
+    batch_norm_checked,
+    channel_view_shape,
+    check_batch_norm,
+    check_statistics_pair,
+    vectors_like,
+)
 
 
 def composed_activation(y, activation="identity", negative_slope=0.01, alpha=1.0):
@@ -60,8 +66,10 @@ def checked_activation(activation, negative_slope, alpha):
 
 class FusedBatchNormAct(Op):
     """(z, batch_mean, batch_var) = act(fused_batch_norm(x, gamma, beta, mean, var)), keeping z
-    only;  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)), dy = g * act'(z),
-    xhat = (act^-1(z) - beta) / gamma (see the module docstring)."""
+    only;  dy = g * act'(z),  xhat = (act^-1(z) - beta) / gamma,  dbeta = sum(dy),
+    dgamma = sum(dy * xhat),  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+    (inference: dx = gamma * rstd * dy); see the module docstring. The arguments are checked by
+    `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`)."""
 
     @classmethod
     def name(cls):
@@ -69,7 +77,6 @@ class FusedBatchNormAct(Op):
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):
-        axis = check_fused_inputs("fused_batch_norm_act", x, gamma, beta, mean, var, axis)
         if gamma is not None and ctx.needs_input_grad[1] and not gamma.all():
             zeros = ctx.xp.flatnonzero(gamma == 0).tolist()
             raise ValueError(
@@ -118,14 +125,15 @@ class FusedBatchNormAct(Op):
         kernel = ctx.backend.kernel("batch_norm_act")
         xhat = kernel.normalized_from_output(z.array, _data(gamma), _data(beta), ctx.axis, act,
                                              ctx.eps)
-        view = _channel_view_shape(z.shape, ctx.axis)
+        view = channel_view_shape(z.shape, ctx.axis)
         rebuilt = (xhat / ctx.rstd.reshape(view) + ctx.mean.reshape(view)).astype(x.dtype)
         inputs = (x, gamma, beta, mean, var)
         wanted = [t for t, need in zip(inputs, ctx.needs_input_grad, strict=True) if need]
         with autograd.enable_grad():
             x_at = x + Tensor.from_array(xp.subtract(rebuilt, x.array, dtype=x.dtype),
                                          ctx.backend)
-            y, _, _ = composed_batch_norm(x_at, gamma, beta, ctx.axis, ctx.eps, mean, var)
+            y, _, _ = batch_norm_checked(x_at, gamma, beta, mean, var, axis=ctx.axis,
+                                         eps=ctx.eps, fused=False)
             out = composed_activation(y, *act)
         grads = iter(autograd.grad(out, wanted, g, create_graph=autograd.is_grad_enabled(),
                                    allow_unused=True))
@@ -141,8 +149,10 @@ def fused_batch_norm_act(x, gamma, beta, activation="identity", negative_slope=0
     """Batch norm, then `activation`, as one op keeping only its output: (z, batch_mean,
     batch_var). Equal to `composed_activation(composed_batch_norm(...)[0], ...)`; x is freed
     after forward. gamma and beta may be None. See the module docstring."""
-    if (mean is None) != (var is None):
-        raise ValueError("fused_batch_norm_act: give both mean and var (inference form) or "
-                         "neither (training form)")
+    x = as_tensor(x)
+    check_statistics_pair("fused_batch_norm_act", mean, var)
+    gamma, beta, mean, var = vectors_like(x, gamma, beta, mean, var)
+    axis = check_batch_norm("fused_batch_norm_act", x, axis, dtype_rule=False, gamma=gamma,
+                            beta=beta, mean=mean, var=var)
     act = checked_activation(activation, negative_slope, alpha)
     return FusedBatchNormAct.apply(x, gamma, beta, mean, var, activation=act, axis=axis, eps=eps)

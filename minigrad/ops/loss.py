@@ -63,7 +63,8 @@ class CrossEntropy(Op):
         log_probs = _log_softmax(ctx.xp, logits, 1)
         ctx.reduction, ctx.divisor = reduction, divisor
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
-        ctx.save(logits, q, log_probs)
+        ctx.save(logits, q)
+        ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
         losses = -(q * log_probs).sum(axis=1)
         if reduction == "none":
             return losses
@@ -71,10 +72,11 @@ class CrossEntropy(Op):
 
     @staticmethod
     def backward(ctx, g):
-        logits, q, log_probs = ctx.saved
-        if autograd.is_grad_enabled() and logits.requires_grad:
-            # create_graph: the softmax must depend on the logits through the graph.
+        logits, q = ctx.saved
+        if autograd.is_grad_enabled():   # create_graph: the softmax must depend on the logits
             log_probs = LogSoftmax.apply(logits, axis=1)
+        else:
+            log_probs = Tensor.from_array(ctx.log_probs, ctx.backend)
         if ctx.reduction == "none":
             scale = g.reshape((g.shape[0], 1))
         else:

@@ -20,6 +20,7 @@ accumulates in float32; the statistics come back in that dtype).
 import math
 
 from .. import autograd
+from ..tensor import Tensor, as_tensor
 from ._promotion import require_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
@@ -33,14 +34,18 @@ def _broadcasts_to(shape, target):
 
 
 class Normalize(Op):
-    """(y, mean, var) = normalize(x[, mean, var], axes, eps): mean and var both absent
-    (training) or both given (inference); see the module docstring."""
+    """(y, mean, var) = normalize(x[, mean, var], axes, eps), rstd = 1 / sqrt(var + eps), means
+    over `axes`:
+        training (batch statistics):  dx = rstd * (g - mean(g) - y * mean(g * y))
+        inference (mean, var given):  dx = g * rstd,  dmean = -sum(g * rstd),
+                                      dvar = -sum(g * (x - mean)) * rstd^3 / 2
+    (sums over the axes each statistic broadcasts along). Takes its arguments as `normalize`
+    has checked them: `axes` a sorted tuple of non-negative axes."""
 
     @staticmethod
     def forward(ctx, x, mean=None, var=None, *, axes, eps):
         xp = ctx.xp
-        require_floating("normalize", x)
-        ctx.axes, ctx.eps = normalize_axes("normalize", axes, x.ndim), eps
+        ctx.axes, ctx.eps = axes, eps
         ctx.inference = mean is not None
         if ctx.inference:
             return Normalize._infer(ctx, x, mean, var)
@@ -58,12 +63,6 @@ class Normalize(Op):
     @staticmethod
     def _infer(ctx, x, mean, var):
         xp = ctx.xp
-        for name, stat in (("mean", mean), ("var", var)):
-            if not _broadcasts_to(stat.shape, x.shape):
-                raise ValueError(
-                    f"normalize: {name} of shape {stat.shape} must broadcast to the input's "
-                    f"shape {x.shape} (keep the reduced dims, e.g. "
-                    f"{kept_shape(x.shape, ctx.axes)})")
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(ctx.eps))
         y = ((x - mean) * rstd).astype(x.dtype, copy=False)
         ctx.save(x, mean, var)
@@ -82,7 +81,7 @@ class Normalize(Op):
             xa = x if x.dtype == ctx.rstd.dtype else x.astype(ctx.rstd.dtype)
             rstd = (xa.var(axis=ctx.axes, keepdims=True, correction=0) + ctx.eps) ** -0.5
         else:
-            rstd = _constant(ctx.rstd, x)
+            rstd = Tensor.from_array(ctx.rstd, ctx.backend)
         mean_g = g.mean(axis=ctx.axes, keepdims=True)
         mean_gy = (g * y).mean(axis=ctx.axes, keepdims=True)
         dx = rstd * (g - mean_g - y * mean_gy)
@@ -102,22 +101,6 @@ class Normalize(Op):
         return dx, dmean, dvar
 
 
-def _constant(array, like):
-    from ..tensor import Tensor
-
-    return Tensor.from_array(array, like.backend)
-
-
-def check_values_per_statistic(op, shape, axes):
-    """A ValueError unless the training form has more than one value per statistic over
-    `axes`: the variance of one value is 0, so the output would be 0 (beta after the affine
-    step) whatever the input. PyTorch's F.batch_norm raises too."""
-    if math.prod(shape[a] for a in normalize_axes(op, axes, shape)) == 1:
-        raise ValueError(f"{op}: the training form needs more than one value per statistic, "
-                         f"but axes {tuple(axes)} of an input of shape {tuple(shape)} hold one; "
-                         "normalize over more values, or pass mean and var (inference form)")
-
-
 def normalize(x, axes, eps=1e-5, mean=None, var=None):
     """(y, mean, var): x normalized over `axes` to zero mean and unit variance.
 
@@ -128,7 +111,19 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
     if (mean is None) != (var is None):
         raise ValueError("normalize: give both mean and var (inference form) or neither "
                          "(training form)")
+    x = as_tensor(x)
+    require_floating("normalize", x)
+    axes = normalize_axes("normalize", axes, x.ndim)
     if mean is None:   # training: x is the only input (the tape shows normalize(x, axes=...))
-        check_values_per_statistic("normalize", x.shape, axes)
+        if math.prod(x.shape[a] for a in axes) == 1:
+            raise ValueError(
+                f"normalize: the training form needs more than one value per statistic, but "
+                f"axes {axes} of an input of shape {tuple(x.shape)} hold one; normalize over "
+                "more values, or pass mean and var (inference form)")
         return Normalize.apply(x, axes=axes, eps=eps)
+    for name, stat in (("mean", mean), ("var", var)):
+        if not _broadcasts_to(stat.shape, x.shape):
+            raise ValueError(
+                f"normalize: {name} of shape {stat.shape} must broadcast to the input's shape "
+                f"{x.shape} (keep the reduced dims, e.g. {kept_shape(x.shape, axes)})")
     return Normalize.apply(x, mean, var, axes=axes, eps=eps)

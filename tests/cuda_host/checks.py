@@ -242,7 +242,7 @@ def run_act_case(kernels, case, seed=0):
     NumPy, and backward_from_output, training and inference, against float64 NumPy run on the
     z the kernel stored (so the check measures the kernels' arithmetic, not the rounding of z,
     whose effect on the gradients tests/test_bn_act.py measures against PyTorch)."""
-    from minigrad.backends.numpy_batch_norm_act import Activation, invertible_gamma
+    from minigrad.backends.array_batch_norm_act import Activation, invertible_gamma
 
     rng = numpy.random.default_rng(seed)
     axis, view = _channel_shape(case)

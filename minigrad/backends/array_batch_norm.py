@@ -1,4 +1,7 @@
-"""The NumPy backend's "batch_norm" kernel: batch norm as array code, blocked for the cache.
+"""The "batch_norm" kernel as array code for any array module `xp`, blocked for the cache: the
+NumPy backend's kernel, and on the GPU the code `normalize` and `sync_normalize` run on whole
+CuPy arrays. The math (forward and derivatives) is written in the ops, `FusedBatchNorm` and
+`Normalize`; this module says how it is computed.
 
 `ArrayBatchNorm(xp)` has the methods of the object `backend.kernel("batch_norm")` returns on the
 GPU (`CudaBatchNorm`), so `FusedBatchNorm` calls the same three functions on either device:
@@ -8,9 +11,10 @@ GPU (`CudaBatchNorm`), so `FusedBatchNorm` calls the same three functions on eit
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)
 
-It also serves `normalize`: `moments(x, axes)` and `standardize(x, mean, rstd, axes)`. The
-composed and the fused batch norm take their statistics from the same `_moments` code and agree
-to the last bit on the CPU. (The CuPy backend runs this class on whole arrays for normalize.)
+It also serves `normalize`: `moments(x, axes)` and `standardize(x, mean, rstd, axes)`, and
+`sync_normalize`: `accumulation_dtype(dtype)` and `merge_moments(counts, means, squares,
+count)`. The composed and the fused batch norm take their statistics from the same `_moments`
+code and agree to the last bit on the CPU.
 
 Shapes: `x` is viewed as (P, C, Q) around the channel `axis` (NCHW: (N, C, H*W); channels-last
 or (N, C): (rows, C, 1)), its axes taken in the order they lie in memory: conv2d's output, NCHW
@@ -23,7 +27,8 @@ precision otherwise; M = P*Q values per channel.
                a = gamma * rstd,  y = a * (x - p) + (beta - (mean - p) * a)
                                    (rstd = 1 / sqrt(var + eps); p a pivot near the mean, so the
                                     digits of a large mean next to a small spread are kept)
-    backward:  sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
+    backward (FusedBatchNorm's derivatives, computed as):
+               sum_g = sum(g),  sum_gxhat = rstd * sum(g * (x - mean))
                dgamma = sum_gxhat,  dbeta = sum_g
                dx = a * (g - (sum_g + xhat * sum_gxhat) / M)
                   = k1 * g + k2 * (x - mean) + k3  with per-channel k1 = a,
@@ -257,7 +262,13 @@ class ArrayBatchNorm:
             self._per_channel(self.xp.subtract, block, spread, centred)
             yield index, centred
 
-    # ---------------------------------------------------------------- shared with normalize
+    # ------------------------------------------- shared with normalize and sync_normalize
+    def accumulation_dtype(self, dtype):
+        """The dtype statistics of `dtype` input are accumulated in (`accumulation_dtype`)."""
+        return accumulation_dtype(self.xp, dtype)
+
+    merge_moments = staticmethod(merge_moments)
+
     def moments(self, x, axes):
         """(mean, var) of x over `axes`, kept as length-1 dims, in the accumulation dtype: the
         statistics `forward_train` computes for batch norm (axes: all but the channel axis)."""

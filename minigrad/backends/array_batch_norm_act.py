@@ -1,5 +1,6 @@
-"""The NumPy backend's "batch_norm_act" kernel: batch norm, then an activation, with a backward
-that reads only the output z (InPlace-ABN's idea; docs/bn-act.md).
+"""The "batch_norm_act" kernel as array code for any `xp`: batch norm, then an activation, with a
+backward that reads only the output z (InPlace-ABN's idea; docs/bn-act.md). The derivatives are
+written in the op, `FusedBatchNormAct`; this module says how they are computed from z.
 
 `ArrayBatchNormAct` is the "batch_norm" kernel (`ArrayBatchNorm`: its statistics, its forward
 and its blocks) with an activation after the forward, and a backward from the output (the GPU's
@@ -28,7 +29,7 @@ block), so the backward's temporaries are block-sized, never input-sized.
 """
 import typing
 
-from .numpy_batch_norm import ArrayBatchNorm, accumulation_dtype, channel_view, from_channel_view
+from .array_batch_norm import ArrayBatchNorm, accumulation_dtype, channel_view, from_channel_view
 
 ACTIVATIONS = ("identity", "leaky_relu", "elu")
 
