@@ -19,6 +19,7 @@ from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
+    switched_to,
 )
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
 from .tensor import Tensor, as_tensor
@@ -167,7 +168,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
         key = value_key(tensor)
         pending[key] = grad if key not in pending else pending[key] + grad
 
-    with set_grad_enabled(create_graph):
+    with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
             deliver(root, grad)
         for node in nodes:
@@ -222,12 +223,12 @@ def _accumulate_grad(leaf, grad, create_graph):
     backward into one leaf lose nothing."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
-            with enable_grad():
+            with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
             leaf._grad = Tensor.from_array(grad.array.copy(), grad._backend)
         else:
-            with no_grad():
+            with switched_to(False):
                 leaf._grad.add_(grad)
 
 

@@ -560,3 +560,21 @@ def test_the_implied_gradient_error_names_each_functions_keyword():
         mg.grad(x * 2, x)
     with pytest.raises(RuntimeError, match=r"pass a gradient of that shape \(gradient=\.\.\.\)"):
         (x * 2).backward()
+
+
+def test_the_engines_light_switch_puts_back_what_it_found_and_touches_only_grad_mode():
+    from minigrad.grad_mode import switched_to
+    with mg.inference_mode():
+        with switched_to(True):
+            assert mg.is_grad_enabled() and mg.is_inference_mode_enabled()
+        assert not mg.is_grad_enabled() and mg.is_inference_mode_enabled()
+    with pytest.raises(ZeroDivisionError), switched_to(False):
+        assert not mg.is_grad_enabled()
+        raise ZeroDivisionError
+    assert mg.is_grad_enabled()
+    seen = []
+    with switched_to(False):   # another thread keeps its own mode
+        worker = threading.Thread(target=lambda: seen.append(mg.is_grad_enabled()))
+        worker.start()
+        worker.join()
+    assert seen == [True] and mg.is_grad_enabled()
