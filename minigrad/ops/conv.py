@@ -28,6 +28,7 @@ channels-first layout without reordering it.
 """
 from ..tensor import Tensor
 from .base import Op
+from .errors import ShapeError
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
 
 
@@ -35,17 +36,17 @@ def check_conv(op, x, weight, bias, groups, channels_of):
     """The shapes of a convolution's inputs: 4-D x and weight, groups dividing the channels,
     x's channels matching `channels_of(weight)`, bias one per output channel."""
     if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D, got shape {weight.shape}")
+        raise ShapeError(f"{op}: weight must be 4-D, got shape {weight.shape}")
     if weight.shape[0] % groups:
-        raise ValueError(f"{op}: groups={groups} does not divide the weight's first axis "
+        raise ShapeError(f"{op}: groups={groups} does not divide the weight's first axis "
                          f"({weight.shape[0]}; weight of shape {weight.shape})")
     expected, grouped = channels_of(weight), "" if groups == 1 else f" with groups={groups}"
     if x.ndim != 4 or x.shape[1] != expected:
-        raise ValueError(f"{op}: input of shape {x.shape} does not fit weight of shape "
+        raise ShapeError(f"{op}: input of shape {x.shape} does not fit weight of shape "
                          f"{weight.shape}{grouped}: expected (N, {expected}, H, W)")
     outputs = weight.shape[0] if op == "conv2d" else weight.shape[1] * groups
     if bias is not None and bias.shape != (outputs,):
-        raise ValueError(f"{op}: bias must have shape ({outputs},) for weight of shape "
+        raise ShapeError(f"{op}: bias must have shape ({outputs},) for weight of shape "
                          f"{weight.shape}{grouped}, got {bias.shape}")
 
 
