@@ -17,6 +17,7 @@ from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
+    switched_to,
 )
 from .graph import Node, accumulate_grad, value_key  # noqa: F401  (re-exported: Node)
 from .tape import Tape, active_tape, record  # noqa: F401  (re-exported: mg.autograd.record())
@@ -71,7 +72,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
         key = value_key(tensor)
         pending[key] = grad if key not in pending else pending[key] + grad
 
-    with set_grad_enabled(create_graph):
+    with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
             deliver(root, grad)
         for node in nodes:

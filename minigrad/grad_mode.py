@@ -40,6 +40,25 @@ def is_inference_mode_enabled():
     return _state.inference
 
 
+class switched_to:  # noqa: N801  (used as a `with` statement, like no_grad)
+    """`with switched_to(enabled):` grad mode on or off for the block, in this thread, and what
+    it was put back at the end: the engine's own switch (the reverse walk, gradient
+    accumulation, in-place updates), entered several times per training step. It is the
+    public switches' job without their other forms (decorators, switching at once), so it
+    costs a fraction of a microsecond instead of several."""
+
+    __slots__ = ("enabled", "found")
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.found, _state.grad_enabled = _state.grad_enabled, self.enabled
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self.found
+
+
 class _Switch:
     """Sets some fields of this thread's state while a `with` block runs (or a decorated
     function, generator or coroutine runs) and puts back what each block found."""

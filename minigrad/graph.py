@@ -9,7 +9,7 @@ import itertools
 import threading
 
 from . import saved_values, version
-from .grad_mode import enable_grad, no_grad
+from .grad_mode import switched_to
 from .tensor import Tensor
 
 _sequence = itertools.count()
@@ -100,7 +100,6 @@ def value_key(tensor):
     return id(tensor) if tensor._node is None else (tensor._node, tensor._index)
 
 
-
 _accumulating = threading.Lock()
 
 
@@ -112,10 +111,10 @@ def accumulate_grad(leaf, grad, create_graph):
     backward into one leaf lose nothing."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
-            with enable_grad():
+            with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
             leaf._grad = Tensor.from_array(grad.array.copy(), grad.backend)
         else:
-            with no_grad():
+            with switched_to(False):
                 leaf._grad.add_(grad)

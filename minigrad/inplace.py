@@ -116,7 +116,7 @@ def apply(x, name, op, *args, **kwargs):
         _check_fits(x, name, new, new.dtype)
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
-        with autograd.no_grad():
+        with grad_mode.switched_to(False):
             new = op(x.detach(), *args, **kwargs)
         _check_fits(x, name, new, new.dtype)
         _writable(x, name)[...] = new.array

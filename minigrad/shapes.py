@@ -96,10 +96,12 @@ def unbroadcast(grad, shape):
     if grad.shape == tuple(shape):
         return grad
     lead = grad.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
-    summed = grad.sum(axis=axes, keepdims=True) if axes else grad
-    return summed.reshape(shape)
+    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    if stretched:   # summed keeping their length-1 axes
+        grad = grad.sum(axis=stretched, keepdims=True)
+    if lead:        # summed away: what is left has `shape`
+        grad = grad.sum(axis=tuple(range(lead)))
+    return grad if grad.shape == tuple(shape) else grad.reshape(shape)
 
 
 def dim_keywords(op, dim, keepdim, axis, keepdims):

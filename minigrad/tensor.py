@@ -238,9 +238,8 @@ class Tensor:
 
     def _without_data(self):
         """A stand-in with this tensor's shape, dtype and graph position but no memory of its
-        own: a broadcast view of a single zero."""
-        xp = self._backend.xp
-        t = Tensor.from_array(xp.broadcast_to(xp.zeros((), self.dtype), self.shape), self._backend)
+        own: a broadcast view of a single zero (shared: Backend.placeholder)."""
+        t = Tensor.from_array(self._backend.placeholder(self.shape, self.dtype), self._backend)
         t.requires_grad, t._node, t._index = self.requires_grad, self._node, self._index
         return t
 

@@ -150,6 +150,21 @@ def test_a_shared_subgraph_freed_by_one_backward_is_reported_by_the_next():
         (h * 2).sum().backward()
 
 
+def test_a_walked_node_keeps_data_free_stand_ins_shared_per_shape_and_dtype():
+    x = leaf(np.ones((3, 4)))
+    h, k = x.exp(), x.sin()
+    loss = (h * k).sum() + h.sum()
+    loss.backward()
+    stand_ins = [t for node in (loss.grad_fn, *[i.grad_fn for i in loss.grad_fn.inputs])
+                 for t in node.inputs if t is not None and t._node is not None]
+    assert len(stand_ins) >= 3
+    for t in stand_ins:   # the graph position stays, the memory goes
+        assert t.shape in ((3, 4), ()) and t.array.strides == (0,) * t.ndim
+        assert not t.array.flags.writeable and not t.array.any()
+    same = [t.array for t in stand_ins if t.shape == (3, 4) and t.dtype == np.float64]
+    assert len(same) >= 2 and all(a is same[0] for a in same)   # one shared broadcast zero
+
+
 def test_retain_graph_allows_a_second_backward():
     x = leaf([1.0, 2.0])
     y = (x * x).sum()
@@ -545,3 +560,21 @@ def test_the_implied_gradient_error_names_each_functions_keyword():
         mg.grad(x * 2, x)
     with pytest.raises(RuntimeError, match=r"pass a gradient of that shape \(gradient=\.\.\.\)"):
         (x * 2).backward()
+
+
+def test_the_engines_light_switch_puts_back_what_it_found_and_touches_only_grad_mode():
+    from minigrad.grad_mode import switched_to
+    with mg.inference_mode():
+        with switched_to(True):
+            assert mg.is_grad_enabled() and mg.is_inference_mode_enabled()
+        assert not mg.is_grad_enabled() and mg.is_inference_mode_enabled()
+    with pytest.raises(ZeroDivisionError), switched_to(False):
+        assert not mg.is_grad_enabled()
+        raise ZeroDivisionError
+    assert mg.is_grad_enabled()
+    seen = []
+    with switched_to(False):   # another thread keeps its own mode
+        worker = threading.Thread(target=lambda: seen.append(mg.is_grad_enabled()))
+        worker.start()
+        worker.join()
+    assert seen == [True] and mg.is_grad_enabled()

@@ -1,4 +1,5 @@
 """The backend protocol: what an op may ask of the place its arrays live."""
+import functools
 
 
 class Backend:
@@ -49,6 +50,13 @@ class Backend:
         """Put `data` (a scalar, a nested list or any array) on this backend's device."""
         return self.xp.asarray(data, dtype=dtype)
 
+    def placeholder(self, shape, dtype):
+        """A read-only array of `shape` and `dtype` with no memory of its own (a broadcast view
+        of one zero): what a data-free stand-in tensor carries (Tensor._without_data). Nothing
+        can write into it, so one per shape and dtype is made and shared: a backward frees a
+        dozen nodes' inputs per step, and making each anew (broadcast_to) costs microseconds."""
+        return _placeholder(self.xp, tuple(shape), self.xp.dtype(dtype))
+
     def to_numpy(self, array):
         """A NumPy copy (or view, on the CPU) of one of this backend's arrays; deferred checks
         are resolved first."""
@@ -76,3 +84,8 @@ class Backend:
 
     def __deepcopy__(self, memo):
         return self
+
+
+@functools.lru_cache(maxsize=1024)
+def _placeholder(xp, shape, dtype):
+    return xp.broadcast_to(xp.zeros((), dtype), shape)

@@ -124,8 +124,7 @@ class Op:
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
         ctx = Context(backend, needs, cls)
-        arrays = ([None if x is None else _read_only(x.array) for x in inputs]
-                  if cls.read_only_inputs else [None if x is None else x.array for x in inputs])
+        arrays = _arrays_of(inputs, cls.read_only_inputs)
         try:
             result = cls.forward(ctx, *arrays, **attrs)
         except ValueError as error:   # NumPy's words for a write into a read-only input
@@ -134,11 +133,12 @@ class Op:
             raise _wrote_input(cls, error) from None
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
+        if not recording and not is_tuple:   # the most common call (no_grad, backward): no loops
+            return _constant(_backend_array(result, backend, cls), backend, inputs)
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
         if not recording:
-            wrapped = tuple([_constant(out, backend, inputs) for out in outputs])
-            return wrapped if is_tuple else wrapped[0]
+            return tuple([_constant(out, backend, inputs) for out in outputs])
         node = autograd.Node(cls, ctx, inputs, arrays, outputs)
         wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
                          else _constant(out, backend, inputs, node.output_counters[i])
@@ -167,6 +167,13 @@ def _as_inputs(op, inputs):
             raise device_mismatch(op.name(), [t for t in inputs if t is not None])
         wants_grad = wants_grad or x.requires_grad
     return inputs, backend or default_backend, wants_grad
+
+
+def _arrays_of(inputs, read_only):
+    """The arrays forward gets: the inputs' own, or read-only views of them (see `_read_only`)."""
+    if read_only:
+        return [None if x is None else _read_only(x.array) for x in inputs]
+    return [None if x is None else x.array for x in inputs]
 
 
 def _wrote_input(op, error):

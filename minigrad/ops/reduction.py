@@ -20,8 +20,10 @@ MinResult = collections.namedtuple("min", ["values", "indices"])
 
 
 def _spread(g, ctx):
-    """The output gradient broadcast back to the input shape."""
-    return g.reshape(kept_shape(ctx.in_shape, ctx.axes)).broadcast_to(ctx.in_shape)
+    """The output gradient broadcast back to the input shape, first viewed with the reduced
+    axes kept (not needed, and so no op run, for a single number or a keepdims result)."""
+    kept = kept_shape(ctx.in_shape, ctx.axes)
+    return (g if g.ndim == 0 or g.shape == kept else g.reshape(kept)).broadcast_to(ctx.in_shape)
 
 
 def _reduce_setup(ctx, name, x, axis):
