@@ -11,7 +11,8 @@ is timed). The input lies in memory as minigrad's layers leave their outputs, (C
 PyTorch's is NCHW-contiguous, its own layout. The two frameworks alternate, call by call, after
 a warm-up and a check that their outputs agree; the medians and their ratio (minigrad /
 PyTorch, below 1: minigrad is faster) are printed per thread count. PyTorch's threads are set
-with torch.set_num_threads, NumPy's BLAS threads with threadpoolctl, to the same number.
+with torch.set_num_threads, minigrad's (its kernels' pool and NumPy's BLAS) with
+mg.set_num_threads, to the same number.
 """
 import argparse
 import statistics
@@ -19,7 +20,6 @@ import time
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
 import minigrad as mg
 
@@ -58,7 +58,7 @@ def cases(channels, pixels, batch, rng):
     tx, tgrad = torch.tensor(x, requires_grad=True), torch.tensor(g)
     m_wanted = [mx] + list(model.parameters())
     t_wanted = [tx] + list(twin.parameters())
-    out_m, out_t = model(mx).numpy(), twin(tx).detach().numpy()
+    out_m, out_t = model(mx).detach().numpy(), twin(tx).detach().numpy()
     np.testing.assert_allclose(out_m, out_t, rtol=1e-3, atol=1e-3 * np.abs(out_t).max())
     return {"minigrad": lambda: mg.grad(model(mx), m_wanted, mgrad),
             "pytorch": lambda: torch.autograd.grad(twin(tx), t_wanted, tgrad)}
@@ -90,15 +90,15 @@ def main():
           f"{'ratio':>6}")
     for threads in args.threads:
         torch.set_num_threads(threads)
-        with threadpool_limits(threads, user_api="blas"):
-            for channels, pixels in SHAPES:
-                rng = np.random.default_rng(0)
-                mg.manual_seed(0)
-                medians = interleaved(cases(channels, pixels, args.batch, rng), args.rounds)
-                t, m = medians["pytorch"], medians["minigrad"]
-                print(f"{threads:7d} {channels:8d} {pixels:6d} {t * 1e3:9.2f} {m * 1e3:11.2f} "
-                      f"{m / t:6.2f}")
-
+        mg.set_num_threads(threads)
+        for channels, pixels in SHAPES:
+            rng = np.random.default_rng(0)
+            mg.manual_seed(0)
+            medians = interleaved(cases(channels, pixels, args.batch, rng), args.rounds)
+            t, m = medians["pytorch"], medians["minigrad"]
+            print(f"{threads:7d} {channels:8d} {pixels:6d} {t * 1e3:9.2f} {m * 1e3:11.2f} "
+                  f"{m / t:6.2f}")
+    mg.set_num_threads(1)
 
 if __name__ == "__main__":
     main()

@@ -11,10 +11,13 @@ and the SGD step. The launches alternate (1, 2, 1, 2, ...), so changes in the ma
 both; each launch warms up, then times every step on rank 0. The report gives per setting the
 median step, the throughput (global images per second), the share of the step spent inside
 collectives (rank 0's `minigrad.distributed.stats`; it includes waiting for the slower rank), the
-elements sent per step, and the speed-up of 2 ranks over 1 (ratio of median throughputs).
-BLAS runs one thread per process, so 2 ranks use the 2 cores. The 2 ranks run twice: with Open
-MPI's default (a rank waiting in a collective spins on its core) and with mpi_yield_when_idle=1
-(it gives the core up), which matters on a busy or oversubscribed machine (docs/distributed.md).
+elements sent per step, the collectives per step (calls by kind), the launch settings, and the
+speed-up of 2 ranks over 1 process (per round, and of the median throughputs). BLAS runs one
+thread per process, so 2 ranks use the 2 cores. The 2 ranks run twice: with the settings the
+example recommends (OMPI_MCA_mpi_yield_when_idle=1: a rank waiting inside a blocking MPI call
+gives its core up) and with Open MPI's default (it spins); minigrad's own collectives poll with
+sched_yield, then sleep, either way (docs/distributed.md, "Speed"). Measure on an idle machine:
+on a busy one every collective waits for the rank that was descheduled.
 """
 import argparse
 import json
@@ -56,6 +59,8 @@ def worker(args):
                for _ in range(8)]
     times, comm, elements = [], [], []
     for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            dist.stats.reset()
         images, labels = batches[i % len(batches)]
         before = (dist.stats.total_seconds(), sum(dist.stats.elements.values()))
         start = time.perf_counter()
@@ -68,18 +73,23 @@ def worker(args):
             comm.append(dist.stats.total_seconds() - before[0])
             elements.append(sum(dist.stats.elements.values()) - before[1])
     if rank == 0:
+        calls = {kind: n / args.steps for kind, n in sorted(dist.stats.calls.items())}
         print("RESULT " + json.dumps({"ranks": world, "times": times, "comm": comm,
-                                      "elements": elements[-1]}), flush=True)
+                                      "elements": elements[-1], "calls": calls}), flush=True)
 
 
-SETTINGS = {"1 rank": (1, False), "2 ranks": (2, False), "2 ranks, yield": (2, True)}
+SETTINGS = {"1 process": (1, True), "2 ranks": (2, True), "2 ranks, no yield": (2, False)}
+# what examples/mnist_lenet_bn.py and docs/distributed.md recommend: BLAS on one thread per rank,
+# and Open MPI giving the core up while it waits inside a blocking call
+LAUNCH = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+          "OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 def launch(ranks, yielding, args):
     mpiexec = shutil.which("mpiexec", path=f"{pathlib.Path(sys.executable).parent}:"
                                            f"{os.environ.get('PATH', '')}")
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT), "OMPI_MCA_mpi_yield_when_idle": "1" if yielding else "0"}
+    env = {**os.environ, **LAUNCH, "PYTHONPATH": str(ROOT),
+           "OMPI_MCA_mpi_yield_when_idle": "1" if yielding else "0"}
     command = [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup",
                str(args.warmup), "--batch-size", str(args.batch_size)]
@@ -101,9 +111,14 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    from minigrad.distributed import group
+
     print(f"LeNet-5 + BN, global batch {args.batch_size}, {args.rounds} rounds of {args.steps} "
           f"timed steps per setting, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f} at the start")
+    print("settings: " + " ".join(f"{k}={v}" for k, v in LAUNCH.items())
+          + f" (no yield: OMPI_MCA_mpi_yield_when_idle=0); collectives poll "
+          f"{group.SPIN_SECONDS * 1e6:.0f} us with sched_yield, then sleep")
     found = {name: [] for name in SETTINGS}
     for _ in range(args.rounds):
         for name, (ranks, yielding) in SETTINGS.items():
@@ -116,11 +131,18 @@ def main():
         print(f"{name:15s} median step {min(medians) * 1e3:.1f} - {max(medians) * 1e3:.1f} ms, "
               f"throughput {min(throughput[name]):,.0f} - {max(throughput[name]):,.0f} images/s, "
               f"collectives {100 * min(shares):.0f} - {100 * max(shares):.0f}% of the step, "
-              f"{runs[0]['elements']:,} elements sent per step")
-    for name in ("2 ranks", "2 ranks, yield"):
-        ratios = [b / a for a, b in zip(throughput["1 rank"], throughput[name])]
-        print(f"speed-up of {name} over 1 rank (per round): "
-              + ", ".join(f"{r:.2f}" for r in ratios))
+              f"{runs[0]['elements']:,} elements sent per step (the buffers' broadcast in bytes)")
+        if runs[0]["calls"]:
+            calls = runs[0]["calls"]
+            print(f"{'':15s} collectives per step: {sum(calls.values()):g} ("
+                  + ", ".join(f"{kind} {n:g}" for kind, n in calls.items()) + ")")
+    def median(name):
+        return statistics.median(throughput[name])
+    for name in ("2 ranks", "2 ranks, no yield"):
+        ratios = [b / a for a, b in zip(throughput["1 process"], throughput[name])]
+        print(f"speed-up of {name} over 1 process (per round): "
+              + ", ".join(f"{r:.2f}" for r in ratios)
+              + f"; of the medians: {median(name) / median('1 process'):.2f}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -256,6 +256,9 @@ def join_ranks(args):
     """--distributed: join the ranks of mpiexec (only rank 0 prints from here on); the rank."""
     import minigrad.distributed as dist
 
+    # Open MPI's blocking calls give the core up while they wait instead of spinning on it
+    # (read when MPI starts, inside init_process_group; docs/distributed.md, "Speed")
+    os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     dist.init_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.batch_size % world:

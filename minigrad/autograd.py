@@ -11,7 +11,7 @@ Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re
 import itertools
 import threading
 
-from . import hooks, version
+from . import hooks, saved_values, version
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     enable_grad,
     inference_mode,
@@ -36,7 +36,7 @@ class Node:
     __slots__ = ("op", "ctx", "inputs", "seq", "output_shapes", "output_counters",
                  "_saved_sources", "_saved_versions", "__weakref__")
 
-    def __init__(self, op, ctx, inputs, input_arrays, outputs):
+    def __init__(self, op, ctx, inputs, input_arrays, outputs, output_counters=None):
         self.op, self.ctx = op, ctx
         # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
         # to a new node (minigrad/inplace.py), and this node must keep the value it read.
@@ -47,13 +47,14 @@ class Node:
                              for i, t in enumerate(inputs)])
         self.seq = next(_sequence)
         self.output_shapes = tuple([out.shape for out in outputs])
-        self.output_counters = [version.VersionCounter() if out.base is None
-                                else version.output_counter(out, inputs) for out in outputs]
+        self.output_counters = output_counters or [   # given for in-place outputs (function.py)
+            version.VersionCounter() if out.base is None else version.output_counter(out, inputs)
+            for out in outputs]
         # Remember where each saved array came from, so backward can hand out graph-connected
         # tensors, and its version, so backward can tell it was not changed in place since.
         # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
         self._saved_sources = tuple([
-            _source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
+            saved_values.source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
         self._saved_versions = self._saved_sources and version.remember(
             self._saved_sources, self.inputs, self.output_counters)
         ctx.saved_arrays = ()
@@ -73,16 +74,17 @@ class Node:
 
     def apply_backward(self, grad_outputs):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
-        A saved value changed in place since forward comes as a `_Changed` stand-in."""
+        A saved value changed in place since forward, or a saved intermediate, comes as a
+        stand-in that refuses to be read (minigrad/saved_values.py)."""
         ctx = self.ctx
         saved = [self.inputs[where] if kind == "input"
                  else Tensor._from_node(where, self, index) if kind == "output"
-                 else Tensor.from_array(where, ctx.backend)
-                 for kind, where, index in self._saved_sources]
+                 else saved_values.intermediate(self, i, where)
+                 for i, (kind, where, index) in enumerate(self._saved_sources)]
         for i, entry in enumerate(self._saved_versions):
             error = version.changed_error(self, entry)
             if error is not None:
-                saved[i] = _Changed(saved[i], error)
+                saved[i] = saved_values.Unreadable(saved[i], error)
         ctx._saved = tuple(saved) or None   # None: nothing saved
         try:
             grads = self.op.backward(ctx, *grad_outputs)
@@ -105,36 +107,6 @@ class Node:
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
-
-
-class _Changed(Tensor):
-    """A saved value changed in place after forward, as backward gets it: its shape, dtype and
-    place in the graph are there, but reading its values raises the version error. So the
-    check fires only where a derivative really uses the value (PyTorch saves only those)."""
-
-    def __init__(self, saved, error):   # (not Tensor's legacy constructor)
-        self._saved, self._error = saved, error
-        self._backend, self.requires_grad, self._grad = saved._backend, saved.requires_grad, None
-        self._node, self._index, self._version_counter = (
-            saved._node, saved._index, saved._version_counter)
-
-    @property
-    def array(self):
-        raise self._error
-
-    shape = property(lambda self: self._saved.shape)
-    ndim = property(lambda self: self._saved.ndim)
-    dtype = property(lambda self: self._saved.dtype)
-
-
-def _source_of(array, input_arrays, outputs):
-    for i, candidate in enumerate(input_arrays):
-        if candidate is array:
-            return ("input", i, None)
-    for i, candidate in enumerate(outputs):
-        if candidate is array:
-            return ("output", array, i)
-    return ("constant", array, None)
 
 
 def value_key(tensor):
@@ -341,3 +313,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the outputs; "
                 "pass allow_unused=True to get None for it")
     return tuple(grads)
+
+
+# mg.autograd.Function (custom functions on tensors) builds on Node, so it is imported last.
+from .function import Function, FunctionCtx, once_differentiable  # noqa: E402, F401

@@ -16,7 +16,9 @@ bumps its version counter (minigrad/version.py). With autograd:
   rewrites the view's history as well); that is a clear error.
 """
 from . import autograd, grad_mode, hooks, ops
-from .ops.indexing import IndexPut, normalize_index
+from .ops._promotion import category
+from .ops.errors import DTypeError, ShapeError
+from .ops.indexing import IndexPut, has_arrays, normalize_index, put
 from .tensor import Tensor, as_tensor
 from .version import bump_version, in_place
 
@@ -38,7 +40,7 @@ def arithmetic(x, name, other, alpha=1):
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
         getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.array,
-                                  casting="same_kind")
+                                  casting="unsafe")   # allowed by _check_fits
     bump_version(x)
     return x
 
@@ -51,18 +53,33 @@ def assign(x, name, index, value):
                            f"shape {value.shape}")
     value = _operand(x, name, value)
     parts, gathers = normalize_index(x, index)
+    _check_index_put_dtype(x, name, parts, value)
     if _records(x, name, [value]):
         if isinstance(value, Tensor) and value.dtype != x.dtype:
             value = value.astype(x.dtype)
         _rebase(x, IndexPut.apply(_old_value(x), value, index=parts, gathers=gathers))
     else:
         try:
-            _writable(x, name)[parts] = _raw(value)
+            put(_writable(x, name), parts, _raw(value))
         except (ValueError, IndexError) as error:
-            raise type(error)(f"{name}: cannot assign a value of shape {_shape(value)} to a "
-                              f"tensor of shape {x.shape} at index {index!r}: {error}") from None
+            kind = ShapeError if isinstance(error, ValueError) else IndexError
+            raise kind(f"{name}: cannot assign a value of shape {_shape(value)} to a tensor of "
+                       f"shape {x.shape} at index {index!r}: {error}") from None
     bump_version(x)
     return x
+
+
+def _check_index_put_dtype(x, name, parts, value):
+    """PyTorch's index put: with an array in the index, a tensor value must have x's dtype
+    (a basic index copies and casts; so does x[mask] = 0-d value, which is masked_fill)."""
+    if not isinstance(value, Tensor) or value.dtype == x.dtype or not has_arrays(parts):
+        return
+    one_mask = len(parts) == 1 and getattr(getattr(parts[0], "dtype", None), "kind", "") == "b"
+    if one_mask and value.ndim == 0:
+        return
+    raise DTypeError(f"{name}: index put requires the value's dtype to match the tensor's (as "
+                     f"in PyTorch): got {value.dtype} for a tensor of {x.dtype} (shape "
+                     f"{x.shape}); cast the value, e.g. value.to({x.dtype})")
 
 
 @in_place
@@ -220,10 +237,10 @@ def _operand(x, name, value):
 
 
 def _check_fits(x, name, value, result_dtype):
-    """The result has x's shape and a dtype x can hold without changing kind (PyTorch's rule:
-    an integer tensor cannot take a float result in place)."""
+    """The result has x's shape and a dtype of x's category or a lower one (PyTorch's rule: an
+    integer tensor cannot take a float result in place, but uint8 takes an int16 one)."""
     xp = x._backend.xp
-    if not xp.can_cast(result_dtype, x.dtype, casting="same_kind"):
+    if category(result_dtype) > category(x.dtype):
         raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
                            f"dtype {x.dtype}")
     try:

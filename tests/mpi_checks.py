@@ -155,14 +155,20 @@ SIZES = {2: [3, 5], 3: [1, 4, 2]}   # unequal local batches; a local batch of on
 
 def sync_vs_one_bn(shape_tail, sizes=None, **settings):
     """SyncBatchNorm over this rank's slice vs BatchNorm over the whole batch (every rank
-    computes the whole batch itself): two training steps, then eval."""
+    computes the whole batch itself): two training steps, then eval; for the fused layer (one
+    op) and the composed one (sync_normalize, mul, add)."""
+    for fused in ("auto", False):
+        sync_vs_one_bn_of(shape_tail, sizes, fused, **settings)
+
+
+def sync_vs_one_bn_of(shape_tail, sizes, fused, **settings):
     r, w = rank_and_size()
     sizes, channels = sizes or SIZES[w], shape_tail[0]
     part = local_slice(sizes)
     rng = np.random.default_rng(7)
     layer = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d}[len(shape_tail) + 1]
     one = layer(channels, dtype="float64", **settings)
-    sync = nn.SyncBatchNorm(channels, dtype="float64", **settings)
+    sync = nn.SyncBatchNorm(channels, dtype="float64", fused=fused, **settings)
     for p, q in zip(one.parameters(), sync.parameters()):
         q.array[...] = p.array[...] = rng.normal(size=p.shape)
     found = []
@@ -331,6 +337,63 @@ def ddp_sends_one_message_per_bucket():
         del ddp
     size = sum(p.numel() for p in parameters)
     assert counts == [(1, size + 1), (len(parameters), size + 1)], counts   # + the step
+
+
+class CountingCommunicator:
+    """The group's communicator, counting every call made through it but for its size and
+    rank: each is one message exchange (a collective), whatever code path made it."""
+
+    def __init__(self, comm):
+        self.comm, self.calls = comm, []
+
+    def __getattr__(self, name):
+        attribute = getattr(self.comm, name)
+        if name in ("Get_rank", "Get_size") or not callable(attribute):
+            return attribute
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return attribute(*args, **kwargs)
+        return counted
+
+
+@check
+def ddp_with_syncbn_makes_two_collectives_per_layer_and_two_per_step():
+    """A step of DDP + SyncBatchNorm with L SyncBN layers: L all_gathers forward, L all_reduces
+    backward, one broadcast of every buffer (float64 statistics and int64 counters together) and
+    one all_reduce of every gradient; the gradients are those of one process on the batch."""
+    r, w = rank_and_size()
+    local = 3
+
+    def net(norm):
+        mg.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), norm[0](3), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(3 * 4 * 4, 6), norm[1](6), nn.ReLU(),
+                             nn.Linear(6, 5)).to(dtype="float64")
+    reference = net((nn.BatchNorm2d, nn.BatchNorm1d))
+    ddp = nn.parallel.DistributedDataParallel(net((nn.SyncBatchNorm, nn.SyncBatchNorm)))
+    rng = np.random.default_rng(4)
+    comm = group._state["comm"]
+    counted = []
+    for _ in range(2):   # the first step also compares each layer's statistics shapes, once
+        x, target = rng.normal(size=(local * w, 2, 4, 4)), rng.integers(0, 5, local * w)
+        mine = slice(r * local, (r + 1) * local)
+        group._state["comm"] = counting = CountingCommunicator(comm)
+        try:
+            ddp.zero_grad()
+            F.cross_entropy(ddp(mg.tensor(x[mine])), mg.tensor(target[mine])).backward()
+        finally:
+            group._state["comm"] = comm
+        counted.append(counting.calls)
+        reference.zero_grad()
+        F.cross_entropy(reference(mg.tensor(x)), mg.tensor(target)).backward()
+    grads = [p.grad.numpy() for p in ddp.module.parameters()]
+    identical = same_on_every_rank(grads)
+    assert sorted(counted[1]) == ["Iallgather"] * 2 + ["Iallreduce"] * 3 + ["Ibcast"], counted
+    assert len(counted[0]) == len(counted[1]) + 2, counted   # + the two layers' shape checks
+    for a, b in zip(grads, reference.parameters()):
+        close(a, b.grad.numpy(), "gradient", rtol=1e-10, atol=1e-12)
+    assert identical, "gradients differ between ranks"
 
 
 @check

@@ -126,7 +126,6 @@ def test_errors_name_the_op_and_what_was_expected():
         F.gelu(mg.tensor([1.0]), approximate="fast")
     with pytest.raises(ValueError, match=r"hardtanh: min_val 2.0 is above max_val 1.0"):
         F.hardtanh(mg.tensor([1.0]), 2.0, 1.0)
-    with pytest.raises(TypeError, match=r"erf: expected a floating tensor"):
-        mg.ops.erf(mg.tensor([True]))
+    assert mg.ops.erf(mg.tensor([True])).dtype == mg.float32   # as torch.erf of a bool tensor
     with pytest.raises(ValueError, match=r"softmax"):
         F.softmax(mg.tensor([[1.0, 2.0]]), dim=2)

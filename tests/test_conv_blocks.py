@@ -8,7 +8,13 @@ import torch
 
 import minigrad as mg
 from minigrad.backends.array_conv import ArrayConv2d
-from minigrad.backends.numpy_conv import BLOCK_ELEMENTS, WINOGRAD_MIN_CHANNELS, BlockedConv2d
+from minigrad.backends.numpy_conv import (
+    BLOCK_ELEMENTS,
+    CORRELATION_MIN_CHANNELS,
+    WINOGRAD_GRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_CHANNELS,
+    BlockedConv2d,
+)
 from minigrad.backends.numpy_winograd import Winograd3x3
 from minigrad.ops.window import sliding_windows
 
@@ -36,7 +42,12 @@ def test_the_cpu_backend_registers_the_blocked_kernel():
     assert isinstance(CPU.kernel("conv2d"), BlockedConv2d)
 
 
-def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch):
+@pytest.mark.parametrize("stride, channels, expected", [
+    (1, 16, ["forward", "transposes", "transpose", "weight_grad"]),   # dx a correlation
+    (1, 3, ["forward", "transposes", "input_grad", "weight_grad"]),   # few channels: fold
+    (2, 16, ["forward", "transposes", "input_grad", "weight_grad"]),   # strided: fold
+])
+def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch, stride, channels, expected):
     calls = []
     kernel = CPU.kernel("conv2d")
 
@@ -46,9 +57,10 @@ def test_conv2d_runs_its_products_in_the_backend_kernel(monkeypatch):
             return getattr(kernel, name)
 
     monkeypatch.setitem(CPU.kernels, "conv2d", Recorder())
-    x, w = mg.randn(2, 3, 6, 6, requires_grad=True), mg.randn(4, 3, 3, 3, requires_grad=True)
-    mg.ops.conv2d(x, w).sum().backward()
-    assert calls == ["forward", "input_grad", "weight_grad"]
+    x = mg.randn(2, channels, 6, 6, requires_grad=True)
+    w = mg.randn(4, channels, 3, 3, requires_grad=True)
+    mg.ops.conv2d(x, w, stride=stride).sum().backward()
+    assert calls == expected
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -118,13 +130,22 @@ PATH_CASES = {   # x shape, weight shape, stride, padding: each of the kernel's 
 @pytest.fixture(params=[WINOGRAD_MIN_CHANNELS, 1, None],
                 ids=["default Winograd threshold", "Winograd forced", "direct only"])
 def winograd(request, monkeypatch):
+    grad = {WINOGRAD_MIN_CHANNELS: WINOGRAD_GRAD_MIN_CHANNELS}.get(request.param, request.param)
     monkeypatch.setattr(CPU.kernel("conv2d"), "winograd_min_channels", request.param)
+    monkeypatch.setattr(CPU.kernel("conv2d"), "winograd_grad_min_channels", grad)
+    return request.param
+
+
+@pytest.fixture(params=[CORRELATION_MIN_CHANNELS, 1, None],
+                ids=["default correlation threshold", "dx as a correlation forced", "dx by fold"])
+def correlation(request, monkeypatch):
+    monkeypatch.setattr(CPU.kernel("conv2d"), "correlation_min_channels", request.param)
     return request.param
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 2e-5)])
 @pytest.mark.parametrize("case", PATH_CASES)
-def test_every_path_matches_torch(case, dtype, tolerance, winograd):
+def test_every_path_matches_torch(case, dtype, tolerance, winograd, correlation):
     x_shape, w_shape, stride, padding = PATH_CASES[case]
     rng = np.random.default_rng(2)
     x, w = (rng.standard_normal(shape).astype(dtype) for shape in (x_shape, w_shape))
@@ -145,12 +166,11 @@ def test_every_path_matches_torch(case, dtype, tolerance, winograd):
 
 def test_winograd_is_chosen_only_where_it_applies():
     kernel = CPU.kernel("conv2d")
-    w = np.ones((4, 16, 3, 3), np.float32)
 
     def applies(x_shape, stride=(1, 1), kernel_size=(3, 3)):
         x = np.ones(x_shape, np.float32)
         windows = sliding_windows(np, x, kernel_size, stride, (1, 1))
-        return kernel._winograd_input(w, windows) is not None
+        return kernel._winograd_input(windows, WINOGRAD_MIN_CHANNELS) is not None
 
     assert applies((2, 16, 8, 6))
     assert not applies((2, 16, 7, 6))                   # odd output height
@@ -192,3 +212,59 @@ def test_winograd_blocks_of_tile_rows_and_columns_give_the_same_result(block_ele
     whole = Winograd3x3(np, 1 << 30).correlate(w, x, 10, 6)
     np.testing.assert_allclose(Winograd3x3(np, block_elements).correlate(w, x, 10, 6), whole,
                                rtol=1e-13, atol=1e-13)
+
+
+GROUPED_CASES = {   # x shape, weight shape, stride, padding, dilation, groups: conv2d's
+    "16 channels, 2 groups, Winograd per group": ((2, 32, 6, 8), (32, 16, 3, 3), 1, 1, 1, 2),
+    "odd output, padding 0": ((2, 16, 7, 9), (8, 16, 3, 3), 1, 0, 1, 1),
+    "5x3 kernel, padding (2, 1)": ((2, 16, 6, 5), (4, 16, 5, 3), 1, (2, 1), 1, 1),
+    "dilation 2 (fold)": ((2, 16, 9, 9), (4, 16, 3, 3), 1, 2, 2, 1),
+    "stride 2, 2 groups (fold)": ((2, 32, 9, 8), (32, 16, 3, 3), 2, 1, 1, 2),
+}
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-10), (np.float32, 2e-5)])
+@pytest.mark.parametrize("case", GROUPED_CASES)
+def test_conv2d_and_its_transpose_match_torch_on_every_path(case, dtype, tolerance, winograd,
+                                                            correlation):
+    """conv2d and conv_transpose2d (which is conv2d's dx), forward, both gradients and a
+    second-order term (the gradients' gradient runs the other two products) against PyTorch."""
+    x_shape, w_shape, stride, padding, dilation, groups = GROUPED_CASES[case]
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal(shape).astype(dtype) for shape in (x_shape, w_shape))
+    for op, torch_op, inputs in (
+            ("conv2d", torch.nn.functional.conv2d, (x, w)),
+            ("conv_transpose2d", torch.nn.functional.conv_transpose2d, None)):
+        if inputs is None:   # the transpose reads conv2d's output shape with w as (in, out/G)
+            y = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), None, stride,
+                                           padding, dilation, groups)
+            inputs = (y.numpy(), w)
+        tx, tw = (torch.tensor(a, requires_grad=True) for a in inputs)
+        kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        expected = torch_op(tx, tw, **kwargs)
+        g = torch.tensor(rng.standard_normal(tuple(expected.shape)).astype(dtype))
+        t_grads = torch.autograd.grad(expected, (tx, tw), g, create_graph=True)
+        t_second = torch.autograd.grad(sum((t * t).sum() for t in t_grads), (tx, tw))
+        mx, mw = (mg.tensor(a, requires_grad=True) for a in inputs)
+        out = getattr(mg.nn.functional, op)(mx, mw, **kwargs)
+        m_grads = mg.grad(out, [mx, mw], mg.tensor(g.numpy()), create_graph=True)
+        m_second = mg.grad(sum((t * t).sum() for t in m_grads), [mx, mw])
+        for mine, theirs in zip((out, *m_grads, *m_second), (expected, *t_grads, *t_second),
+                                strict=True):
+            theirs = theirs.detach().numpy()
+            assert mine.dtype == dtype, op
+            np.testing.assert_allclose(mine.detach().numpy(), theirs, rtol=tolerance,
+                                       atol=tolerance * np.abs(theirs).max(), err_msg=op)
+
+
+@pytest.mark.parametrize("block_elements", [1, 16 * 16 * 2 * 3, BLOCK_ELEMENTS])
+def test_winograd_weight_gradient_equals_the_direct_one(block_elements):
+    """F(3x3, 2x2) against the blocked im2col product g @ cols^T, every blocking, float64."""
+    rng = np.random.default_rng(6)
+    padded = rng.standard_normal((16, 12, 8, 2))   # 5 x 3 tiles: partial blocks both ways
+    g = rng.standard_normal((8, 10, 6, 2))
+    windows = np.lib.stride_tricks.as_strided(
+        padded, (16, 3, 3, 10, 6, 2), padded.strides[:3] + padded.strides[1:])
+    direct = BlockedConv2d(np, winograd_min_channels=None).weight_grad(g, windows, np.float64)
+    winograd = Winograd3x3(np, block_elements).weight_grad(g, padded)
+    np.testing.assert_allclose(winograd, direct, rtol=1e-13, atol=1e-13 * np.abs(direct).max())

@@ -1,7 +1,8 @@
 """minigrad.distributed, SyncBatchNorm, DistributedDataParallel and DistributedSampler.
 
 In this process: the API in a world of one (MPI's singleton start), gradchecks of the
-differentiable collectives and of sync_normalize, and DistributedSampler against PyTorch's.
+differentiable collectives, of sync_normalize and of SyncBatchNorm's fused step (also against
+PyTorch's batch_norm), and DistributedSampler against PyTorch's.
 Under mpiexec (tests/mpi_checks.py, one launch per world size, every check inside it; and
 tests/mpi_faults.py): the multi-process results. Everything here skips, with the reason, only
 where mpi4py or mpiexec is missing (`pip install 'minigrad[distributed]'`).
@@ -235,6 +236,44 @@ def test_sync_normalize_in_a_world_of_one_is_normalize(dist, axes):
     assert count == x.numel() // mean.numel()
     assert mg.gradcheck(lambda x: dist.sync_normalize(x, axes)[0], [x])
     assert mg.gradgradcheck(lambda x: dist.sync_normalize(x, axes)[0], [x])
+
+
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 1e-5)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_sync_batch_norm_in_a_world_of_one_is_pytorchs_batch_norm(dist, dtype, tol, affine):
+    """The fused SyncBatchNorm step (one op) against torch's batch_norm and against the
+    composed one (sync_normalize, mul, add): forward and the three gradients."""
+    from minigrad.distributed.sync_batch_norm import composed_sync_batch_norm, sync_batch_norm
+
+    rng = np.random.default_rng(1)
+    x, g = (rng.normal(3.0, 0.5, (4, 3, 2, 5)).astype(dtype) for _ in range(2))
+    gamma, beta = (rng.normal(size=3).astype(dtype) for _ in range(2))
+    found = []
+    for step in (sync_batch_norm, composed_sync_batch_norm):
+        ours = [mg.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
+        y, mean, var, count = step(ours[0], *(ours[1:] if affine else (None, None)))
+        (y * mg.tensor(g)).sum().backward()
+        assert count == 40 and mean.shape == var.shape == (1, 3, 1, 1) and y.dtype == ours[0].dtype
+        found.append([y.detach().numpy()] + [t.grad.numpy() for t in ours[:3 if affine else 1]])
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
+    y = torch.nn.functional.batch_norm(theirs[0], None, None, *(theirs[1:] if affine else ()),
+                                       training=True)
+    (y * torch.tensor(g)).sum().backward()
+    expected = [y.detach().numpy()] + [t.grad.numpy() for t in theirs[:3 if affine else 1]]
+    for fused, composed, torch_value in zip(*found, expected):
+        np.testing.assert_allclose(fused, torch_value, rtol=tol, atol=tol)
+        np.testing.assert_allclose(fused, composed, rtol=tol, atol=tol)
+
+
+def test_sync_batch_norm_gradcheck_and_second_derivatives(dist):
+    from minigrad.distributed.sync_batch_norm import sync_batch_norm
+
+    rng = np.random.default_rng(2)
+    x, gamma, beta = (mg.tensor(rng.normal(size=shape), requires_grad=True)
+                      for shape in ((5, 2, 3), (2,), (2,)))
+    assert mg.gradcheck(lambda *t: sync_batch_norm(*t)[0], [x, gamma, beta])
+    assert mg.gradgradcheck(lambda *t: sync_batch_norm(*t)[0], [x, gamma, beta])
+    assert mg.gradcheck(lambda x: sync_batch_norm(x)[0], [x])
 
 
 def test_sync_normalize_errors(dist):

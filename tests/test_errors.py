@@ -44,3 +44,20 @@ def test_torch_also_refuses_these_calls():
                  lambda: torch.zeros(2, 3).amin(dim=5)):
         with pytest.raises((RuntimeError, ValueError, TypeError, IndexError)):
             call()
+
+
+def test_ported_except_runtime_error_code_catches_shape_and_dtype_errors():
+    """The idiom of ported PyTorch code: try a shape, catch RuntimeError, fall back (the full
+    table against torch is in test_pytorch_parity.py)."""
+    from minigrad.ops.errors import DTypeError, ShapeError
+    caught = []
+    for attempt in (lambda: mg.zeros(2, 3) @ mg.zeros(2, 3),
+                    lambda: mg.zeros(2, 3) @ mg.zeros(3, 2, dtype=mg.float64),
+                    lambda: F.conv2d(mg.zeros(1, 2, 5, 5), mg.zeros(1, 3, 3, 3)),
+                    lambda: mg.zeros(6).view(4, 2)):
+        try:
+            attempt()
+        except RuntimeError as error:
+            caught.append(type(error))
+    assert caught == [ShapeError, DTypeError, ShapeError, ShapeError]
+    assert issubclass(ShapeError, ValueError) and issubclass(DTypeError, TypeError)

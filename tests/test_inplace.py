@@ -112,7 +112,7 @@ def test_setitem_matches_torch(index, value):
 
 def test_setitem_with_index_and_value_tensors_and_broadcasting():
     x, tx = pair(np.zeros((3, 4)))
-    x[mg.tensor([2, 0])] = mg.tensor([1.0, 2.0, 3.0, 4.0])
+    x[mg.tensor([2, 0])] = mg.tensor([1.0, 2.0, 3.0, 4.0], dtype=mg.float64)  # dtypes match
     tx[torch.tensor([2, 0])] = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     x[x > 2.5] = 0.0
     tx[tx > 2.5] = 0.0

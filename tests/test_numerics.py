@@ -1,6 +1,7 @@
 """Numerics against PyTorch: a ** t at negative and zero bases (values and both gradients),
-gradients of piecewise ops as selects (inf and NaN upstream), empty tensors, and batch norm's
-output dtype and one-value-per-statistic errors, fused and composed alike."""
+gradients of piecewise ops as selects (inf and NaN upstream), empty tensors, cross_entropy at
+the edges (-inf logits at other classes, float16 at +-1e4, every target ignored), and batch
+norm's output dtype and one-value-per-statistic errors, fused and composed alike."""
 import numpy as np
 import pytest
 import torch
@@ -332,3 +333,59 @@ def test_sequential_nested_3000_deep():
     with pytest.raises(RecursionError, match="module calls nested too deeply while calling "
                                              "Sequential.*recursion limit"):
         model(mg.ones(1, 2))
+
+
+# ------------------------------------------ cross_entropy at the edges (issue 24), against torch
+MASKED = np.array([[0.0, -INF, 1.0, 2.0], [2.0, -INF, -INF, 0.5], [-INF, 3.0, -INF, -INF]],
+                  dtype=np.float32)
+
+
+def _ce_both(logits, target, upstream=None, nll=False, **kw):
+    """(value, logits' gradient) of cross_entropy (or nll_loss of log_softmax) in both."""
+    results = []
+    for lib, fn in ((mg, F), (torch, torch.nn.functional)):
+        x = lib.tensor(logits, requires_grad=True)
+        extra = {k: (lib.tensor(v) if k == "weight" else v) for k, v in kw.items()}
+        t = lib.tensor(target)
+        out = (fn.nll_loss(fn.log_softmax(x, dim=1), t, **extra) if nll
+               else fn.cross_entropy(x, t, **extra))
+        g = np.ones(out.shape, dtype=logits.dtype) if upstream is None else upstream
+        out.backward(lib.tensor(g))
+        results.append((out.detach().numpy(), x.grad.numpy()))
+    return results
+
+
+@pytest.mark.parametrize("nll", [False, True], ids=["cross_entropy", "nll_loss(log_softmax)"])
+@pytest.mark.parametrize("kw", [{}, {"weight": [1.0, 0.5, 2.0, 1.5]}, {"reduction": "none"},
+                                {"reduction": "sum", "weight": [1.0, 0.5, 2.0, 1.5]},
+                                {"ignore_index": 2}],
+                         ids=["mean", "weighted", "none", "weighted sum", "ignored row"])
+def test_cross_entropy_with_minus_inf_at_other_classes_is_finite_like_torch(kw, nll):
+    (out, grad), (ref, ref_grad) = _ce_both(MASKED, [3, 0, 1], nll=nll, **kw)
+    assert np.isfinite(ref).all() and np.isfinite(out).all()
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-6, atol=1e-7)
+
+
+def test_cross_entropy_of_float16_logits_at_plus_minus_1e4_matches_torch():
+    logits = np.array([[1e4, -1e4], [-1e4, 1e4], [1e4, 1e4]], dtype=np.float16)
+    for target in ([0, 1, 0], [1, 0, 1]):
+        for reduction in ("mean", "none"):
+            (out, grad), (ref, ref_grad) = _ce_both(logits, target, reduction=reduction)
+            assert out.dtype == ref.dtype == np.float16 and grad.dtype == np.float16
+            np.testing.assert_array_equal(out, ref)
+            np.testing.assert_array_equal(grad, ref_grad)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the mean over no row: 0 / 0
+@pytest.mark.parametrize("kw, nll", [({}, False), ({}, True),
+                                     ({"weight": [1.0, 2.0, 0.5, 1.0]}, False),
+                                     ({"weight": [1.0, 2.0, 0.5, 1.0]}, True),
+                                     ({"label_smoothing": 0.2}, False)],
+                         ids=["plain", "nll", "weighted", "weighted nll", "smoothed"])
+def test_every_target_ignored_gives_torch_s_nan_and_zero_gradients(kw, nll):
+    logits = np.random.default_rng(3).normal(size=(3, 4)).astype(np.float32)
+    (out, grad), (ref, ref_grad) = _ce_both(logits, [-100, -100, -100], nll=nll, **kw)
+    assert np.isnan(ref) and np.isnan(out)
+    np.testing.assert_array_equal(grad, ref_grad)
+    assert not grad.any()

@@ -6,6 +6,8 @@ built whole and one product over all its columns (a GPU has no cache to block fo
     forward(weight, windows)          -> W @ cols      as (O, Ho, Wo, N)
     input_grad(weight, g)             -> W^T @ g       as windows (C, kh, kw, Ho, Wo, N)
     weight_grad(g, windows, dtype)    -> g @ cols^T    as (O, C, kh, kw)
+
+`transposes` is always False: ConvTranspose2d folds W^T @ y itself.
 """
 
 
@@ -33,3 +35,6 @@ class ArrayConv2d:
         o = g.shape[0]
         dw = g.reshape(o, -1) @ self._columns(windows).T
         return dw.reshape((o,) + windows.shape[:3]).astype(dtype, copy=False)
+
+    def transposes(self, weight_shape, stride, padding, dilation):
+        return False

@@ -23,14 +23,14 @@ class Backend:
         self.kernels = {}
         self._pending = []
 
-    def check(self, failed, describe):
-        """Raise ValueError(describe()) where the 0-d boolean array `failed` holds True: at once,
+    def check(self, failed, describe, error=ValueError):
+        """Raise error(describe()) where the 0-d boolean array `failed` holds True: at once,
         or, on a backend that defers checks, at the next `to_numpy` (Tensor.numpy, item, ...)."""
         if not self.defers_checks:
             if bool(failed):
-                raise ValueError(describe())
+                raise error(describe())
             return
-        self._pending.append((failed, describe))
+        self._pending.append((failed, describe, error))
         if len(self._pending) >= self._MAX_PENDING:
             self.resolve_checks()
 
@@ -39,10 +39,10 @@ class Backend:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        flags = self.xp.stack([failed for failed, _ in pending]).tolist()
-        for (_, describe), failed in zip(pending, flags, strict=True):
+        flags = self.xp.stack([failed for failed, _, _ in pending]).tolist()
+        for (_, describe, error), failed in zip(pending, flags, strict=True):
             if failed:
-                raise ValueError(describe() + " (found at the first read of device data after "
+                raise error(describe() + " (found at the first read of device data after "
                                  "the call)")
 
     def asarray(self, data, dtype=None):

@@ -2,7 +2,8 @@
 
 minigrad's CPU ops are NumPy, which runs in one thread except for matrix products: those go to
 the BLAS library NumPy was built with (OpenBLAS in the pip wheels), which has its own pool of
-threads. `set_num_threads` / `get_num_threads` control that pool through threadpoolctl.
+threads. `set_num_threads` / `get_num_threads` control that pool through threadpoolctl, and
+`set_num_threads` also sizes the pool the CPU kernels split their blocks over (threads.py).
 
 At import minigrad sets the pool to one thread, unless the user chose a count with one of the
 variables in THREAD_VARIABLES. minigrad's products are small (a LeNet-5 or ResNet-20 at batch
@@ -16,6 +17,8 @@ thresholds raised so freed NumPy temporaries are reused rather than mapped afres
 import ctypes
 import ctypes.util
 import os
+
+from . import threads
 
 # Variables through which a user picks the BLAS (or OpenMP) thread count: when one is set, the
 # import-time default leaves the pool alone.
@@ -39,11 +42,14 @@ def _blas_pools():
 
 def set_num_threads(n):
     """Use `n` threads for matrix products (the BLAS pool of every BLAS library loaded, NumPy's
-    OpenBLAS among them). The rest of minigrad's CPU work runs in one thread whatever `n` is."""
+    OpenBLAS among them) and for the CPU kernels' blocks (threads.py's pool; bit-identical
+    results at any count)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    for pool in _blas_pools():
+    pools = _blas_pools()
+    for pool in pools:
         pool.set_num_threads(n)
+    threads.set_threads(n, blas=pools)
 
 
 def get_num_threads():

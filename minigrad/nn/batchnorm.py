@@ -34,6 +34,7 @@ norm, memory="output" by default.
 import contextlib
 
 from .. import creation
+from ..ops.errors import ShapeError
 from ..ops.fused_batch_norm import check_batch_norm
 from ..tensor import Tensor
 from . import batch_norm_core
@@ -129,8 +130,10 @@ class _BatchNorm(Module):
                             f"{type(input).__name__}")
         if input.ndim not in self._dims or input.shape[1] != self.num_features:
             dims = " or ".join(f"{n}-d" for n in self._dims)
-            raise ValueError(f"{name}: expected {dims} input with {self.num_features} channels "
-                             f"on axis 1, got shape {input.shape}")
+            # as in PyTorch: a ValueError for the number of dims, a RuntimeError for the channels
+            error = ValueError if input.ndim not in self._dims else ShapeError
+            raise error(f"{name}: expected {dims} input with {self.num_features} channels "
+                        f"on axis 1, got shape {input.shape}")
         if not batch_facts:
             return None
         batch_statistics = self.training or not self.track_running_stats

@@ -22,6 +22,7 @@ from ..ops import (  # noqa: F401
     window,
 )
 from ..ops import lp_normalize as normalize  # noqa: F401
+from ..ops.errors import DTypeError, ShapeError
 from ..ops.fused_batch_norm import check_batch_norm
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
@@ -79,7 +80,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                          f"shape {weight.shape}")
     indices = input if isinstance(input, Tensor) else as_tensor(input, device=weight.device)
     if indices.dtype.kind not in "iu":
-        raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype} "
+        raise DTypeError(f"embedding: indices must be integers, got dtype {indices.dtype} "
                         f"(shape {indices.shape})")
     rows = weight.shape[0]
     if indices.numel() and (int(indices.array.min()) < -rows or int(indices.array.max()) >= rows):
@@ -242,7 +243,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                         else tuple(normalized_shape))
     count = len(normalized_shape)
     if input.shape[input.ndim - count:] != normalized_shape or count == 0:
-        raise ValueError(f"layer_norm: the input's last axes {input.shape} do not match "
+        raise ShapeError(f"layer_norm: the input's last axes {input.shape} do not match "
                          f"normalized_shape {normalized_shape}")
     y = ops.normalize(input, tuple(range(input.ndim - count, input.ndim)), eps)[0]
     if weight is not None:
@@ -271,7 +272,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     group over its channels and positions, then apply per-channel weight and bias:
     reshape to (N, G, C/G * ...), normalize over the last axis, reshape back."""
     if input.ndim < 2 or input.shape[1] % num_groups:
-        raise ValueError(f"group_norm: the {input.shape[1] if input.ndim > 1 else '?'} channels "
+        raise ShapeError(f"group_norm: the {input.shape[1] if input.ndim > 1 else '?'} channels "
                          f"of an input of shape {input.shape} do not split into {num_groups} "
                          "equal groups")
     grouped = ops.reshape(input, (input.shape[0], num_groups, -1))

@@ -12,6 +12,7 @@ minigrad raises: a (N,) target against a (N, 1) input silently averages N*N diff
 import math
 
 from .. import ops
+from ..ops.errors import ShapeError
 from ..ops.loss import binary_cross_entropy, cross_entropy, nll_loss  # noqa: F401  (F's)
 from ..tensor import Tensor, as_tensor
 
@@ -25,7 +26,7 @@ def _pair(op, input, target, reduction):
     if not isinstance(target, Tensor):
         target = as_tensor(target, input.dtype, input.device)
     if target.shape != input.shape:
-        raise ValueError(f"{op}: target of shape {target.shape} does not match input of shape "
+        raise ShapeError(f"{op}: target of shape {target.shape} does not match input of shape "
                          f"{input.shape} (minigrad does not broadcast losses; reshape one)")
     return target
 

@@ -10,7 +10,8 @@ parameter that got no gradient on a rank contributes zeros, so no rank waits for
 never comes; after the reduction every parameter has a `.grad`. `no_sync()` skips the averaging
 (gradient accumulation: the next backward outside it averages everything accumulated). With
 `broadcast_buffers` (the default, as in PyTorch) each training forward first copies rank 0's
-buffers to every rank.
+buffers to every rank. Broadcasts carry bytes, so buffers of every dtype (float statistics,
+int64 counters) go in one message.
 
 Faults: each step checks, locally and without a message, that the parameters and buffers still
 have the shapes and dtypes the buckets were laid out for (an error naming the tensor otherwise),
@@ -37,12 +38,15 @@ ACTIVE, SYNC, BUFFERS = 1, 2, 4  # a rank's state in a join() step: 0 once it ra
 
 
 class _Bucket:
-    """Tensors of one dtype laid end to end in one host array: one message carries them all."""
+    """Tensors laid end to end in one host array: one message carries them all. Of one dtype
+    (for sums), or `raw`: their bytes, whatever their dtypes (for copies: broadcasts)."""
 
-    def __init__(self, tensors, extra=0):
-        self.tensors = tensors
-        self.stops = numpy.cumsum([t.numel() for t in tensors]).tolist()
-        self.flat = numpy.empty(self.stops[-1] + extra, tensors[0].dtype)   # `extra` at the end
+    def __init__(self, tensors, extra=0, raw=False):
+        self.tensors, self.raw = tensors, raw
+        sizes = [t.array.nbytes if raw else t.numel() for t in tensors]
+        self.stops = numpy.cumsum(sizes).tolist()
+        dtype = numpy.uint8 if raw else tensors[0].dtype
+        self.flat = numpy.empty(self.stops[-1] + extra, dtype)   # `extra` slots at the end
 
     def pack(self, arrays):
         start = 0
@@ -50,7 +54,8 @@ class _Bucket:
             if array is None:
                 self.flat[start:stop] = 0
             else:
-                self.flat[start:stop] = self.tensors[0].backend.to_numpy(array).reshape(-1)
+                values = self.tensors[0].backend.to_numpy(array).reshape(-1)
+                self.flat[start:stop] = values.view(numpy.uint8) if self.raw else values
             start = stop
         return self.flat
 
@@ -58,28 +63,32 @@ class _Bucket:
         """(tensor, its values in the flat array, on the tensor's device), for each tensor."""
         start = 0
         for tensor, stop in zip(self.tensors, self.stops):
-            yield tensor, tensor.backend.asarray(self.flat[start:stop].reshape(tensor.shape))
+            values = self.flat[start:stop]
+            if self.raw:
+                values = values.view(tensor.array.dtype)
+            yield tensor, tensor.backend.asarray(values.reshape(tensor.shape))
             start = stop
 
 
-def _buckets(tensors, cap_bytes, extra=0):
-    """Buckets of tensors grouped by dtype and device, each up to `cap_bytes` (one tensor larger
-    than that is a bucket of its own), in the order given; the last with `extra` more slots."""
+def _buckets(tensors, cap_bytes, extra=0, raw=False):
+    """Buckets of tensors grouped by device (and dtype, unless `raw`), each up to `cap_bytes`
+    (one tensor larger than that is a bucket of its own), in the order given; the last with
+    `extra` more slots."""
     groups = {}
     for t in tensors:
-        groups.setdefault((str(t.dtype), t.device), []).append(t)
+        groups.setdefault((t.device,) if raw else (str(t.dtype), t.device), []).append(t)
     buckets = []
     for members in groups.values():
         current, size = [], 0
         for t in members:
             if current and size + t.array.nbytes > cap_bytes:
-                buckets.append(_Bucket(current))
+                buckets.append(_Bucket(current, raw=raw))
                 current, size = [], 0
             current.append(t)
             size += t.array.nbytes
-        buckets.append(_Bucket(current))
+        buckets.append(_Bucket(current, raw=raw))
     if extra:
-        buckets[-1] = _Bucket(buckets[-1].tensors, extra)
+        buckets[-1] = _Bucket(buckets[-1].tensors, extra, raw)
     return buckets
 
 
@@ -97,13 +106,13 @@ class DistributedDataParallel(Module):
         _check_same_state(named)
         self._layout = [(name, t, t.shape, t.dtype) for name, t in named]
         cap = int(bucket_cap_mb * 2 ** 20)
-        self._state_buckets = _buckets([t for _, t in named], cap)
+        self._state_buckets = _buckets([t for _, t in named], cap, raw=True)
         for bucket in self._state_buckets:   # rank 0's state everywhere
             _broadcast(bucket)
         params = [p for _, p in module.named_parameters() if p.requires_grad]
         self._params = {id(p) for p in params}
         self._grad_buckets = _buckets(params[::-1], cap, extra=1) if params else []
-        self._buffer_buckets = _buckets([b for _, b in module.named_buffers()], cap) \
+        self._buffer_buckets = _buckets([b for _, b in module.named_buffers()], cap, raw=True) \
             if list(module.named_buffers()) else []
         owner = weakref.ref(self)   # the engine's hook must not keep this wrapper alive
 

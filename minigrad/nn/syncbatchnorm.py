@@ -4,16 +4,18 @@ concatenation of every rank's local batch.
     y = sync_normalize(x, axes=(0, 2, ...))[0] * weight + bias
 
 `distributed.sync_normalize` is `normalize` with its statistics merged across ranks (one
-all_gather of 2C + 1 numbers forward, one all_reduce of 2C backward); the scale and shift are the
-ordinary multiply and add. Running statistics move with the global batch's statistics and the
-unbiased variance from the global count, so they are the same on every rank. Evaluation uses the
-running statistics and communicates nothing. Without an initialized process group, or in a world
+all_gather of 2C + 1 numbers forward, one all_reduce of 2C backward). With `fused` (the default,
+"auto") the whole line is one op, `distributed.sync_batch_norm.sync_batch_norm` (the batch-norm
+kernel's affine pass and sums); `fused=False` records sync_normalize, mul and add. Running
+statistics move with the global batch's statistics and the unbiased variance from the global
+count, so they are the same on every rank. Evaluation uses the running statistics and
+communicates nothing. Without an initialized process group, or in a world
 of one, it is BatchNorm (as in PyTorch). Everything else -- parameters, buffers, state_dict keys,
 momentum rules, validation -- is the BatchNorm layers'.
 """
 from .. import distributed
-from ..distributed.sync_normalize import sync_normalize
-from .batch_norm_core import affine_channels, update_running_stats
+from ..distributed.sync_batch_norm import composed_sync_batch_norm, sync_batch_norm
+from .batch_norm_core import update_running_stats
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNorm
 
 
@@ -27,14 +29,14 @@ class SyncBatchNorm(_BatchNorm):
         if not (self.training and distributed.is_initialized()
                 and distributed.get_world_size() > 1):
             return super().forward(input)
-        self._check_input(input, batch_facts=False)   # sync_normalize checks across ranks
-        axes = (0,) + tuple(range(2, input.ndim))
-        y, mean, var, count = sync_normalize(input, axes, self.eps, check=self)
+        self._check_input(input, batch_facts=False)   # the step checks across ranks
+        step = composed_sync_batch_norm if self.fused is False else sync_batch_norm
+        y, mean, var, count = step(input, self.weight, self.bias, self.eps, check=self)
         if self.track_running_stats:
             with self._counted_batch(count) as factor:
                 update_running_stats(self.running_mean, self.running_var, mean.reshape(-1),
                                      var.reshape(-1), count, factor)
-        return affine_channels(y, self.weight, self.bias)
+        return y
 
     @classmethod
     def convert_sync_batchnorm(cls, module):

@@ -17,6 +17,7 @@ import numpy
 
 from ..dtypes import default_complex_dtype, get_default_dtype
 from ..tensor import Tensor, as_tensor
+from .errors import DTypeError
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 _NUMBERS = (bool, int, float, complex)
@@ -103,7 +104,7 @@ def lift(op, value, like):
 def promote(op, *operands, floating=False):
     """The operands (tensors, numbers, arrays) as tensors of their promoted dtype; with
     `floating`, integer and bool results become the default float (true division, exp of an
-    int tensor). At least one operand must be a Tensor. A tensor already of that dtype is
+    int tensor). Numbers alone give 0-d tensors. A tensor already of that dtype is
     passed through; others are cast by the Cast op, so each input's gradient comes back in its
     own dtype."""
     first = operands[0]
@@ -117,7 +118,12 @@ def promote(op, *operands, floating=False):
                 return operands
         elif first.dtype.kind == "f" and isinstance(other, (int, float)):
             return first, _constant(other, first.dtype, first)
-    like = next(x for x in operands if isinstance(x, Tensor))
+    if any(x is None for x in operands):   # None is no operand (NumPy would read NaN)
+        raise TypeError(f"{op}: unsupported operand type(s): "
+                        f"{', '.join(type(x).__name__ for x in operands)}")
+    like = next((x for x in operands if isinstance(x, Tensor)), None)
+    if like is None:   # only numbers (mg.add(True, True)): a 0-d tensor, as in PyTorch
+        like = as_tensor(operands[0])
     operands = [x if isinstance(x, (Tensor,) + _NUMBERS) else lift(op, x, like)
                 for x in operands]
     dtype = result_type(*operands)
@@ -132,20 +138,27 @@ def promote(op, *operands, floating=False):
                   if isinstance(x, Tensor) else _constant(x, dtype, like) for x in operands])
 
 
+def to_floating(op, x):
+    """PyTorch's one rule for the functions of a real variable (exp, log, sqrt, sin, cos,
+    tanh, sigmoid, erf, ...): an integer or bool tensor is computed in the default float
+    dtype (exp of an int tensor is float32); floating tensors and non-tensors pass through."""
+    return promote(op, x, floating=True)[0] if isinstance(x, Tensor) else x
+
+
 def check_same_dtype(op, names, operands):
-    """A TypeError naming `op` unless the operands (tensors or arrays; None skipped) share one
+    """A DTypeError naming `op` unless the operands (tensors or arrays; None skipped) share one
     dtype: matmul, linear and conv2d do not promote, as in PyTorch."""
     dtype = operands[0].dtype
     if all([x is None or x.dtype == dtype for x in operands]):
         return
     described = ", ".join(f"{name} {x.dtype} {tuple(x.shape)}"
                           for name, x in zip(names, operands, strict=True) if x is not None)
-    raise TypeError(f"{op}: the operands have different dtypes ({described}); {op} does not "
+    raise DTypeError(f"{op}: the operands have different dtypes ({described}); {op} does not "
                     "promote, so cast them to one dtype (e.g. x.to(dtype=weight.dtype))")
 
 
 def require_floating(op, x, kinds="f"):
-    """A TypeError naming `op` unless the array or tensor `x` is floating (or of `kinds`)."""
+    """A DTypeError naming `op` unless the array or tensor `x` is floating (or of `kinds`)."""
     if x.dtype.kind not in kinds:
-        raise TypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} (shape "
+        raise DTypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} (shape "
                         f"{x.shape}); cast it first, e.g. x.float()")

@@ -21,7 +21,10 @@ class Context:
               as it is.
     backward: `ctx.saved` gives the saved arrays back as tensors. An array that was an input or an
               output of the op comes back as that tensor, still connected to the graph, so a
-              backward formula written with minigrad ops is itself differentiable.
+              backward formula written with minigrad ops is itself differentiable. Any other
+              floating-point array (an intermediate) comes back as a constant that refuses to
+              be read in a recorded backward (create_graph=True), where it would silently be
+              differentiated as a constant (minigrad/saved_values.py).
     """
 
     def __init__(self, backend, needs_input_grad, op):
@@ -35,6 +38,14 @@ class Context:
         self._saved = None   # set by the engine while backward runs
 
     def save(self, *arrays):
+        """Keep `arrays` for backward: call it once, with everything backward needs (a second
+        call would silently replace the first, so it is an error)."""
+        if self.saved_arrays:
+            raise RuntimeError(
+                f"{self.op.name()}: ctx.save was called twice in one forward (first with "
+                f"{len(self.saved_arrays)} arrays, now with {len(arrays)}); a second call would "
+                "replace the first. Call it once with every array backward needs: "
+                "ctx.save(a, b, c)")
         self.saved_arrays = arrays
 
     @property

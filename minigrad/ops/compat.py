@@ -5,16 +5,17 @@ from ..tensor import Tensor
 from ._promotion import promote
 from .base import Op
 from .elementwise import where
+from .errors import DTypeError, ShapeError
 from .linalg import matmul
 
 
 def _check_matrices(op, a, b, ndim):
     what = "2-D matrices (n, k) and (k, m)" if ndim == 2 else "3-D batches (B, n, k), (B, k, m)"
     if a.ndim != ndim or b.ndim != ndim:
-        raise ValueError(f"{op}: needs {what}, got shapes {a.shape} and {b.shape}; {op} does "
+        raise ShapeError(f"{op}: needs {what}, got shapes {a.shape} and {b.shape}; {op} does "
                          "not broadcast (matmul, @, does)")
     if a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not fit: expected {what}")
+        raise ShapeError(f"{op}: shapes {a.shape} and {b.shape} do not fit: expected {what}")
 
 
 def mm(a, b):
@@ -34,11 +35,11 @@ def masked_fill(x, mask, value):
     shape) is True; the result keeps x's dtype, as in PyTorch."""
     mask_data = mask.array if isinstance(mask, Tensor) else x._backend.xp.asarray(mask)
     if mask_data.dtype.kind != "b":
-        raise TypeError(f"masked_fill: the mask must be boolean, got dtype {mask_data.dtype} "
-                        f"(shape {mask_data.shape}); compare it first, e.g. mask != 0")
+        raise DTypeError(f"masked_fill: the mask must be boolean, got dtype {mask_data.dtype} "
+                         f"(shape {mask_data.shape}); compare it first, e.g. mask != 0")
     if mask_data.ndim > x.ndim or any(
             m not in (1, n) for m, n in zip(mask_data.shape[::-1], x.shape[::-1])):
-        raise ValueError(f"masked_fill: a mask of shape {mask_data.shape} does not broadcast "
+        raise ShapeError(f"masked_fill: a mask of shape {mask_data.shape} does not broadcast "
                          f"to the tensor's shape {x.shape}")
     if isinstance(value, Tensor) and value.ndim != 0:
         raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got a tensor "

@@ -21,12 +21,14 @@ so every derivative order runs the same kernels:
     Conv2dWeight(x, g)     = g @ unfold(x)^T   dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U)
 
 The products run in the backend's "conv2d" kernel (on the CPU it builds cols in cache-sized
-blocks: backends/numpy_conv.py). The result lands in one (O, Ho, Wo, N) array, so the NCHW output
-is a transposed view, not a copy, and the layers after it (batch norm, ReLU, pooling, the next
-im2col) work on that channels-first layout without reordering it.
+blocks and runs stride-1 transposed products as correlations: backends/numpy_conv.py). The
+result lands in one (O, Ho, Wo, N) array, so the NCHW output is a transposed view, not a copy,
+and the layers after it (batch norm, ReLU, pooling, the next im2col) work on that
+channels-first layout without reordering it.
 """
 from ..tensor import Tensor
 from .base import Op
+from .errors import ShapeError
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
 
 
@@ -34,17 +36,17 @@ def check_conv(op, x, weight, bias, groups, channels_of):
     """The shapes of a convolution's inputs: 4-D x and weight, groups dividing the channels,
     x's channels matching `channels_of(weight)`, bias one per output channel."""
     if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D, got shape {weight.shape}")
+        raise ShapeError(f"{op}: weight must be 4-D, got shape {weight.shape}")
     if weight.shape[0] % groups:
-        raise ValueError(f"{op}: groups={groups} does not divide the weight's first axis "
+        raise ShapeError(f"{op}: groups={groups} does not divide the weight's first axis "
                          f"({weight.shape[0]}; weight of shape {weight.shape})")
     expected, grouped = channels_of(weight), "" if groups == 1 else f" with groups={groups}"
     if x.ndim != 4 or x.shape[1] != expected:
-        raise ValueError(f"{op}: input of shape {x.shape} does not fit weight of shape "
+        raise ShapeError(f"{op}: input of shape {x.shape} does not fit weight of shape "
                          f"{weight.shape}{grouped}: expected (N, {expected}, H, W)")
     outputs = weight.shape[0] if op == "conv2d" else weight.shape[1] * groups
     if bias is not None and bias.shape != (outputs,):
-        raise ValueError(f"{op}: bias must have shape ({outputs},) for weight of shape "
+        raise ShapeError(f"{op}: bias must have shape ({outputs},) for weight of shape "
                          f"{weight.shape}{grouped}, got {bias.shape}")
 
 
@@ -121,9 +123,13 @@ class ConvTranspose2d(Op):
                              f"{fits} windows, fewer than the input's {y.shape[2:]}")
         kernel = ctx.backend.kernel("conv2d")
         y_cols = y.transpose(1, 2, 3, 0)   # (I, H, W, N): free when y has conv2d's layout
-        dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
-        out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
-                           dilation)
+        if kernel.transposes(weight.shape, stride, padding, dilation):   # fold(W^T @ y) itself
+            out = _by_group(ctx.xp, groups, lambda w_k, y_k: kernel.transpose(
+                w_k, y_k, size, padding), weight, y_cols).transpose(3, 0, 1, 2)
+        else:
+            dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
+            out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
+                               dilation)
         if bias is not None:
             out += bias.reshape(1, -1, 1, 1)
         ctx.save(y, weight)

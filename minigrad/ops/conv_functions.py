@@ -8,6 +8,7 @@ window ops pad symmetrically). conv1d is conv2d over a length-1 height axis.
 """
 from ._promotion import check_same_dtype
 from .conv import Conv2d, ConvTranspose2d, EmptyBatchConv2d
+from .errors import ShapeError
 from .join import pad
 from .shape import reshape
 from .window import ntuple, pair
@@ -64,7 +65,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of (N, C, L) `x` with `weight` (out, in/groups, k), as in PyTorch;
     conv2d over a height axis of length 1."""
     if x.ndim != 3 or weight.ndim != 3:
-        raise ValueError(f"conv1d: expected input (N, C, L) and weight (out, in/groups, k), "
+        raise ShapeError(f"conv1d: expected input (N, C, L) and weight (out, in/groups, k), "
                          f"got shapes {x.shape} and {weight.shape}")
     if not isinstance(padding, str):
         padding = (0, _one("conv1d", "padding", padding, 0))
@@ -89,12 +90,12 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
         raise ValueError(f"{op}: output_padding {extra} must be below the stride {stride} or "
                          f"the dilation {dilation}")
     if x.ndim != 4 or weight.ndim != 4:
-        raise ValueError(f"{op}: expected input (N, C, H, W) and weight (in, out/groups, kh, kw),"
+        raise ShapeError(f"{op}: expected input (N, C, H, W) and weight (in, out/groups, kh, kw),"
                          f" got shapes {x.shape} and {weight.shape}")
     size = tuple((n - 1) * s - 2 * p + d * (k - 1) + e + 1 for n, s, p, d, k, e
                  in zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], extra))
     if min(size) < 1:
-        raise ValueError(f"{op}: the output of input {x.shape} and weight {weight.shape} with "
+        raise ShapeError(f"{op}: the output of input {x.shape} and weight {weight.shape} with "
                          f"stride {stride}, padding {padding} would have size {size}")
     return ConvTranspose2d.apply(x, weight, bias, size=size, stride=stride, padding=padding,
                                  dilation=dilation, groups=groups)

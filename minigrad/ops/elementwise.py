@@ -7,16 +7,17 @@ from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
 from ..tensor import Tensor
-from ._promotion import promote, result_type
+from ._promotion import promote, result_type, to_floating
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
+from .errors import DTypeError, ShapeError
 
 
 def _check_broadcast(op, *arrays):
     """A ValueError naming `op` and the shapes unless the arrays broadcast together."""
     clash = broadcast_clash(*(x.shape for x in arrays))
     if clash:
-        raise ValueError(f"{op}: shapes {' and '.join(str(x.shape) for x in arrays)} do not "
+        raise ShapeError(f"{op}: shapes {' and '.join(str(x.shape) for x in arrays)} do not "
                          f"broadcast together (lengths {' and '.join(map(str, clash))} differ "
                          "and only a length of 1 stretches)")
 
@@ -77,9 +78,9 @@ def _refuse_bool(op, operands, hint):
     bool among `operands`)."""
     if any(isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", "") == "b"
            for x in operands):
-        raise TypeError(f"{op}: not supported with a bool operand (dtypes "
-                        f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}); {hint}, "
-                        "or cast to an integer dtype first")
+        raise DTypeError(f"{op}: not supported with a bool operand (dtypes "
+                         f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}); {hint}, "
+                         "or cast to an integer dtype first")
 
 
 class Mul(Op):
@@ -226,7 +227,7 @@ class Exp(Op):
 
 
 def exp(a):
-    return Exp.apply(_floating("exp", a))
+    return Exp.apply(to_floating("exp", a))
 
 
 class Log(Op):
@@ -244,7 +245,7 @@ class Log(Op):
 
 
 def log(a):
-    return Log.apply(_floating("log", a))
+    return Log.apply(to_floating("log", a))
 
 
 class Sqrt(Op):
@@ -263,13 +264,7 @@ class Sqrt(Op):
 
 
 def sqrt(a):
-    return Sqrt.apply(_floating("sqrt", a))
-
-
-def _floating(op, a):
-    """An integer or bool tensor cast to the default float dtype (exp of an int tensor is
-    float32, as in PyTorch); floating tensors and non-tensors pass through."""
-    return promote(op, a, floating=True)[0] if isinstance(a, Tensor) else a
+    return Sqrt.apply(to_floating("sqrt", a))
 
 
 class Maximum(Op):
@@ -358,8 +353,7 @@ class Abs(Op):
     @staticmethod
     def forward(ctx, a):
         sign = ctx.xp.sign(a)
-        sign[ctx.xp.isnan(sign)] = 0
-        ctx.sign = sign
+        ctx.sign = ctx.xp.where(sign == sign, sign, 0)   # NaN -> 0; an array even when 0-d
         return ctx.xp.abs(a)
 
     @staticmethod
@@ -415,7 +409,7 @@ class Tanh(Op):
 
 
 def tanh(a):
-    return Tanh.apply(_floating("tanh", a))
+    return Tanh.apply(to_floating("tanh", a))
 
 
 class Sigmoid(Op):
@@ -437,7 +431,7 @@ class Sigmoid(Op):
 
 
 def sigmoid(a):
-    return Sigmoid.apply(_floating("sigmoid", a))
+    return Sigmoid.apply(to_floating("sigmoid", a))
 
 
 class Where(Op):
@@ -468,8 +462,8 @@ def where(condition, a, b):
         condition = condition.array
     condition = like.backend.asarray(condition)
     if condition.dtype.kind != "b":
-        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
-                        f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
+        raise DTypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
+                         f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
     return Where.apply(Tensor.from_array(condition, like.backend), *promote("where", a, b))
 
 

@@ -3,8 +3,9 @@ square. An integer or bool input is computed in the default float dtype (square 
 as in PyTorch); each backward is the chain rule in one line."""
 import math
 
+from ._promotion import to_floating
 from .base import Op
-from .elementwise import _floating, pow
+from .elementwise import pow
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
@@ -97,27 +98,27 @@ class Reciprocal(Op):
 
 
 def log2(x):
-    return Log2.apply(_floating("log2", x))
+    return Log2.apply(to_floating("log2", x))
 
 
 def log10(x):
-    return Log10.apply(_floating("log10", x))
+    return Log10.apply(to_floating("log10", x))
 
 
 def log1p(x):
-    return Log1p.apply(_floating("log1p", x))
+    return Log1p.apply(to_floating("log1p", x))
 
 
 def expm1(x):
-    return Expm1.apply(_floating("expm1", x))
+    return Expm1.apply(to_floating("expm1", x))
 
 
 def rsqrt(x):
-    return Rsqrt.apply(_floating("rsqrt", x))
+    return Rsqrt.apply(to_floating("rsqrt", x))
 
 
 def reciprocal(x):
-    return Reciprocal.apply(_floating("reciprocal", x))
+    return Reciprocal.apply(to_floating("reciprocal", x))
 
 
 def square(x):

@@ -19,6 +19,7 @@ backward differentiates the composed formula instead, so higher derivatives come
 from .. import autograd
 from ..tensor import Tensor, as_tensor
 from .base import Op
+from .errors import ShapeError
 from .normalize import Normalize
 
 
@@ -45,7 +46,7 @@ def check_batch_norm(op, x, axis=1, count_values=True, dtype_rule=True, **vector
         if vector is None:
             continue
         if vector.shape != (channels,):
-            raise ValueError(
+            raise ShapeError(
                 f"{op}: {name} has shape {vector.shape}, but the input of shape {x.shape} has "
                 f"{channels} channels on axis {axis}: expected ({channels},)")
         if dtype_rule and vector.dtype != x.dtype and not (

@@ -8,6 +8,11 @@ an op of its own whose backward is the gather again, which makes x[index] differ
 order. `IndexPut` is assignment, `x[index] = value`, out of place: what `Tensor.__setitem__`,
 `copy_` and `fill_` record when autograd follows them (minigrad/inplace.py).
 
+Where ints stand beside arrays, PyTorch reads the ints first (each selects along its axis, as
+a basic index), and only then places the arrays' dimensions by NumPy's rule; NumPy counts the
+ints as arrays, so `x[1, :, idx]` puts idx's dimension first there, in the middle in PyTorch.
+`IntsFirst` marks such an index and `split` reads it PyTorch's way.
+
 Integer arrays are bounds-checked here, against `xp`, before the gather: NumPy raises on an
 out-of-range index, but CuPy's gather wraps it around silently.
 """
@@ -66,15 +71,52 @@ def _check_bounds(x, parts):
         axis += _dims_taken(part)
 
 
+class IntsFirst(tuple):
+    """The parts of an index that holds ints and arrays (ints or bools) together."""
+
+
+def split(array, index):
+    """(view, rest): array[index] is view[rest]. For an IntsFirst index the view is what the
+    ints select (a view of `array`, so writing into view[rest] writes into `array`) and rest
+    is the index without them; any other index is read in one step."""
+    if type(index) is not IntsFirst:
+        return array, index
+    first, rest = [], []
+    for part in index:
+        if isinstance(part, int) and not isinstance(part, bool):
+            first.append(part)
+        elif part is Ellipsis:
+            first.append(part)
+            rest.append(part)
+        else:   # None and a bool take no axis of `array`; a slice one, a mask mask.ndim
+            first.extend([slice(None)] * _dims_taken(part))
+            rest.append(part)
+    return array[tuple(first)], tuple(rest)
+
+
+def put(array, index, value):
+    """array[index] = value, for an index from normalize_index."""
+    view, rest = split(array, index)
+    view[rest] = value
+
+
 def normalize_index(x, index):
-    """`index` as a tuple whose arrays live on x's device and whose integer arrays are in range,
-    and whether it holds an integer array (whose repeated entries make the scatter
-    accumulate)."""
+    """`index` as a tuple whose arrays live on x's device and whose integer arrays are in range
+    (an IntsFirst where ints stand beside arrays), and whether it holds an integer array (whose
+    repeated entries make the scatter accumulate)."""
     parts = tuple(_component(x, p) for p in (index if isinstance(index, tuple) else (index,)))
     gathers = any(_is_int_array(p) for p in parts)
     if gathers:
         _check_bounds(x, parts)
+    arrays = gathers or any(getattr(p, "dtype", None) is not None for p in parts)
+    if arrays and any(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        parts = IntsFirst(parts)
     return parts, gathers
+
+
+def has_arrays(index):
+    """Whether an index from normalize_index holds an array (advanced indexing)."""
+    return any(getattr(p, "dtype", None) is not None for p in index)
 
 
 class GetItem(Op):
@@ -83,10 +125,12 @@ class GetItem(Op):
     @staticmethod
     def forward(ctx, x, index, gathers):
         ctx.in_shape, ctx.index, ctx.gathers = x.shape, index, gathers
-        if not gathers and not any(part is Ellipsis for part in index):
+        if type(index) is not IntsFirst and not gathers and not any(
+                part is Ellipsis for part in index):
             index = (*index, Ellipsis)   # so x[0] of a vector is a 0-d view, as in PyTorch
+        view, index = split(x, index)
         try:
-            return x[index]
+            return view[index]
         except IndexError as error:
             raise IndexError(f"getitem: {error} (tensor of shape {x.shape})") from None
 
@@ -104,9 +148,9 @@ class IndexAdd(Op):
         ctx.index, ctx.gathers = index, gathers
         out = ctx.xp.zeros(shape, dtype=g.dtype)
         if gathers:
-            ctx.xp.add.at(out, index, g)
+            ctx.xp.add.at(*split(out, index), g)
         else:   # every element is hit at most once: plain assignment is the scatter
-            out[index] = g
+            put(out, index, g)
         return out
 
     @staticmethod
@@ -122,9 +166,9 @@ class IndexPut(Op):
     def forward(ctx, x, value, index, gathers):
         ctx.index, ctx.gathers, ctx.value_shape = index, gathers, value.shape
         out = x.copy()
-        out[index] = value
+        put(out, index, value)
         ctx.written = ctx.xp.zeros(x.shape, dtype=bool)
-        ctx.written[index] = True
+        put(ctx.written, index, True)
         return out
 
     @staticmethod

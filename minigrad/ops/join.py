@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from ._promotion import promote
 from ._shapes import normalize_axis
 from .base import Op
+from .errors import ShapeError
 from .indexing import getitem
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")   # PyTorch: zeros, reflect, replicate, circular
@@ -24,7 +25,7 @@ def _check_same_shapes(op, arrays, skip_axis=None):
         if a.ndim != len(first) or any(m != n for k, (m, n) in enumerate(zip(a.shape, first))
                                        if k != skip_axis):
             along = "" if skip_axis is None else f" except along axis {skip_axis}"
-            raise ValueError(f"{op}: input {i} has shape {a.shape} but input 0 has shape {first}; "
+            raise ShapeError(f"{op}: input {i} has shape {a.shape} but input 0 has shape {first}; "
                              f"all shapes must match{along}")
 
 

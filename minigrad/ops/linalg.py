@@ -4,6 +4,7 @@ import math
 from ._promotion import check_same_dtype
 from ._shapes import broadcast_clash, unbroadcast
 from .base import Op
+from .errors import ShapeError
 
 
 class MatMul(Op):
@@ -17,11 +18,11 @@ class MatMul(Op):
     def forward(ctx, a, b):
         check_same_dtype("matmul", ("a", "b"), (a, b))
         if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last axis "
+            raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last axis "
                              "of the first must equal the second-to-last of the second")
         batch_a, batch_b = a.shape[:-2], b.shape[:-2]
         if broadcast_clash(batch_a, batch_b):
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: their batch "
+            raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} do not fit: their batch "
                              f"dimensions {batch_a} and {batch_b} do not broadcast together")
         ctx.save(a, b)
         return ctx.xp.matmul(a, b)
@@ -85,10 +86,10 @@ def linear(x, weight, bias=None):
     """x W^T + b (see Linear), after checking that the operands fit."""
     check_same_dtype("linear", ("input", "weight", "bias"), (x, weight, bias))
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {x.shape} does not fit weight of shape "
+        raise ShapeError(f"linear: input of shape {x.shape} does not fit weight of shape "
                          f"{weight.shape}: expected (*, {weight.shape[-1]}) inputs and a 2-D "
                          "weight (out_features, in_features)")
     if bias is not None and bias.shape not in ((weight.shape[0],), (1,), ()):
-        raise ValueError(f"linear: bias of shape {bias.shape} does not fit weight of shape "
+        raise ShapeError(f"linear: bias of shape {bias.shape} does not fit weight of shape "
                          f"{weight.shape}: expected ({weight.shape[0]},)")
     return Linear.apply(x, weight, bias)

@@ -17,9 +17,13 @@ from .. import autograd
 from ..tensor import Tensor, as_tensor
 from ._shapes import dim_keywords, normalize_axis
 from .base import Op
+from .elementwise import where
+from .errors import DTypeError, IndexRangeError, ShapeError
 
 
 def _log_softmax(xp, x, axis):
+    if x.ndim and x.shape[axis] == 0:   # no classes: nothing to normalize (no max to take)
+        return x.copy()
     shifted = x - x.max(axis=axis, keepdims=True)
     shifted -= xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
     return shifted
@@ -31,8 +35,8 @@ class LogSoftmax(Op):
     @staticmethod
     def forward(ctx, x, axis=-1):
         if x.dtype.kind != "f":
-            raise TypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
-                            f"(shape {x.shape}); cast it first, e.g. x.float()")
+            raise DTypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
+                             f"(shape {x.shape}); cast it first, e.g. x.float()")
         axis = normalize_axis("log_softmax", axis, x.shape)
         ctx.axis = axis if x.ndim else None   # a 0-d tensor takes dim 0 or -1: all of it
         out = _log_softmax(ctx.xp, x, ctx.axis)
@@ -56,25 +60,33 @@ class CrossEntropy(Op):
     then summed, or summed and divided by `divisor` ("mean"), or kept ("none");
     dlogits = s_m * (softmax_m * sum_c q_mc - q_m),  dq = -s_m * log_softmax_m, where s_m is
     the gradient reaching loss_m (g, or g / divisor). `unit_rows` says that every row of q
-    sums to 1 (plain class indices), so the product with sum_c q_mc is skipped."""
+    sums to 1 (plain class indices), so the product with sum_c q_mc is skipped. `ignored`
+    (class-index targets only) marks the rows of an ignored target: they get no gradient, even
+    from a "mean" over no row at all (0 / 0), and q's zeros are terms that are absent, so a
+    -inf logit at a class with q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch."""
 
     @staticmethod
-    def forward(ctx, logits, q, reduction, divisor, unit_rows=False):
-        log_probs = _log_softmax(ctx.xp, logits, 1)
-        ctx.reduction, ctx.divisor = reduction, divisor
+    def forward(ctx, logits, q, reduction, divisor, unit_rows=False, ignored=None):
+        xp = ctx.xp
+        log_probs = _log_softmax(xp, logits, 1)
+        ctx.reduction, ctx.divisor, ctx.ignored = reduction, divisor, ignored
+        ctx.unit_rows = unit_rows
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
-        ctx.save(logits, q, log_probs)
-        losses = -(q * log_probs).sum(axis=1)
+        ctx.save(logits, q)
+        ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
+        terms = q * log_probs
+        losses = -(terms if ignored is None else xp.where(q != 0, terms, 0)).sum(axis=1)
         if reduction == "none":
             return losses
         return losses.sum() / divisor if reduction == "mean" else losses.sum()
 
     @staticmethod
     def backward(ctx, g):
-        logits, q, log_probs = ctx.saved
-        if autograd.is_grad_enabled() and logits.requires_grad:
-            # create_graph: the softmax must depend on the logits through the graph.
+        logits, q = ctx.saved
+        if autograd.is_grad_enabled():   # create_graph: the softmax must depend on the logits
             log_probs = LogSoftmax.apply(logits, axis=1)
+        else:
+            log_probs = Tensor.from_array(ctx.log_probs, ctx.backend)
         if ctx.reduction == "none":
             scale = g.reshape((g.shape[0], 1))
         else:
@@ -86,6 +98,8 @@ class CrossEntropy(Op):
         elif ctx.q_total is not None:
             probs = probs * ctx.q_total
         dlogits = (probs - q) * scale if need_logits else None
+        if dlogits is not None and ctx.ignored is not None and not ctx.unit_rows:
+            dlogits = where(ctx.ignored[:, None], 0, dlogits)
         return dlogits, -log_probs * scale if need_q else None
 
 
@@ -126,15 +140,15 @@ def _as_tensor(op, name, value, like):
 def _check_weight(op, weight, classes, like):
     weight = _as_tensor(op, "weight", weight, like)
     if weight.shape != (classes,):
-        raise ValueError(f"{op}: weight must have one entry per class, shape ({classes},), got "
+        raise ShapeError(f"{op}: weight must have one entry per class, shape ({classes},), got "
                          f"{weight.shape}")
     return weight
 
 
 def _index_targets(op, input, target, weight, ignore_index):
-    """(q, kept, total): the one-hot rows of class-index `target` scaled by the class weights
-    (zero rows where the target is ignore_index), which rows are kept, and the sum of the kept
-    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
+    """(onehot, q, kept, total): the one-hot rows of class-index `target` (zero rows where the
+    target is ignore_index), the same scaled by the class weights, which rows are kept, and the
+    sum of the kept rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
     xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
     target = _as_tensor(op, "target", target, input).array
     if target.dtype.kind not in "iu":
@@ -151,12 +165,12 @@ def _index_targets(op, input, target, weight, ignore_index):
     # .item()), not once per call; meanwhile a bad index just gives a zero row below
     input.backend.check(bad.any(), lambda: (
         f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
-        f"of shape {input.shape}"))
+        f"of shape {input.shape}"), IndexRangeError)
     onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
     q = onehot.astype(input.dtype)
     if weight is not None:
         q *= weight.array.astype(input.dtype, copy=False)
-    return q, kept, xp.asarray(q.sum())
+    return onehot, q, kept, xp.asarray(q.sum())
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
@@ -174,39 +188,45 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     target = _as_tensor(op, "target", target, input)
     if target.dtype.kind == "f":   # class probabilities
         if target.shape != input.shape:
-            raise ValueError(f"{op}: probability targets must have the input's shape "
+            raise ShapeError(f"{op}: probability targets must have the input's shape "
                              f"{input.shape}, got {target.shape}")
         q = _classes_last(op, target)
         if label_smoothing:
             q = q * (1.0 - label_smoothing) + label_smoothing / classes
         q = q if weight is None else q * weight
-        divisor, unit_rows = float(logits.shape[0]), False
+        # "mean" divides by input.numel() / C, as in PyTorch: 0 / 0 without classes
+        divisor = float(logits.shape[0]) if classes else float("nan")
+        unit_rows, ignored = False, None
     else:
-        q, kept, total = _index_targets(op, input, target, weight, ignore_index)
+        _, q, kept, total = _index_targets(op, input, target, weight, ignore_index)
         # smoothing keeps the rows' sums at 1; where reading kept.all() would wait for the
         # device (the GPU), the general formula instead
         unit_rows = (weight is None and not input.backend.defers_checks
                      and bool(kept.all()))
         if label_smoothing:
-            smooth = kept[:, None] * (1.0 if weight is None
-                                      else weight.array.astype(q.dtype, copy=False))
+            smooth = kept[:, None].astype(q.dtype)   # in q's dtype: float32 stays float32
+            if weight is not None:
+                smooth = smooth * weight.array.astype(q.dtype, copy=False)
             q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
-        divisor = total.astype(q.dtype, copy=False)
+        divisor, ignored = total.astype(q.dtype, copy=False), ~kept
         q = Tensor.from_array(q, input.backend)
     loss = CrossEntropy.apply(logits, q, reduction=reduction, divisor=divisor,
-                              unit_rows=unit_rows)
+                              unit_rows=unit_rows, ignored=ignored)
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 
 def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities `input` ((N, C), (N, C, d1, ...) or (C,))
-    at the class indices `target`: loss = -w[t] * input[t], as torch.nn.functional.nll_loss."""
+    at the class indices `target`: loss = -w[t] * input[t], as torch.nn.functional.nll_loss.
+    The other classes' entries are selected away, not multiplied by 0, so a -inf there (a
+    mask) gives no NaN, and an ignored row no gradient."""
     op = "nll_loss"
     _check_reduction(op, reduction)
     log_probs = _classes_last(op, input)
     weight = None if weight is None else _check_weight(op, weight, log_probs.shape[1], input)
-    q, _, total = _index_targets(op, input, target, weight, ignore_index)
-    losses = -(log_probs * Tensor.from_array(q, input.backend)).sum(axis=1)
+    onehot, q, _, total = _index_targets(op, input, target, weight, ignore_index)
+    picked = where(onehot, log_probs, 0)
+    losses = -(picked * Tensor.from_array(q, input.backend)).sum(axis=1)
     if reduction == "none":
         return losses.reshape(_batch_shape(input.shape))
     return losses.sum() / Tensor.from_array(total, input.backend) if reduction == "mean" \

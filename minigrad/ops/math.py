@@ -1,9 +1,9 @@
 """More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
 cumsum, cumprod, remainder, and the vector norm."""
-from ._promotion import require_floating
+from ._promotion import promote, require_floating, to_floating
 from ._shapes import kept_shape, normalize_axes, unbroadcast
 from .base import Op
-from .elementwise import where
+from .elementwise import _check_broadcast, where
 from .join import concatenate
 from .rearrange import flip
 from .reduction import max as max_
@@ -15,7 +15,6 @@ class Sin(Op):
 
     @staticmethod
     def forward(ctx, x):
-        require_floating("sin", x)
         ctx.save(x)
         return ctx.xp.sin(x)
 
@@ -26,7 +25,7 @@ class Sin(Op):
 
 
 def sin(x):
-    return Sin.apply(x)
+    return Sin.apply(to_floating("sin", x))
 
 
 class Cos(Op):
@@ -34,7 +33,6 @@ class Cos(Op):
 
     @staticmethod
     def forward(ctx, x):
-        require_floating("cos", x)
         ctx.save(x)
         return ctx.xp.cos(x)
 
@@ -45,7 +43,7 @@ class Cos(Op):
 
 
 def cos(x):
-    return Cos.apply(x)
+    return Cos.apply(to_floating("cos", x))
 
 
 class _Step(Op):
@@ -166,6 +164,7 @@ class Remainder(Op):
 
     @staticmethod
     def forward(ctx, a, b):
+        _check_broadcast("remainder", a, b)
         ctx.save(a, b)
         return ctx.xp.remainder(a, b)
 
@@ -178,7 +177,7 @@ class Remainder(Op):
 
 
 def remainder(a, b):
-    return Remainder.apply(a, b)
+    return Remainder.apply(*promote("remainder", a, b))
 
 
 class VectorNorm2(Op):

@@ -5,6 +5,7 @@ backward moves the gradient back the way it came."""
 from ._shapes import AxisError, as_int, normalize_axes
 from .base import Op
 from .elementwise import where
+from .errors import ShapeError
 from .indexing import getitem
 from .shape import broadcast_to, reshape
 
@@ -127,11 +128,12 @@ def clone(x):
 
 def _triangle(op, x, diagonal, keep):
     if x.ndim < 2:
-        raise ValueError(f"{op}: needs a tensor with at least 2 dims, got shape {x.shape}")
+        raise ShapeError(f"{op}: needs a tensor with at least 2 dims, got shape {x.shape}")
     xp = x.backend.xp
     rows, cols = x.shape[-2:]
     offsets = xp.arange(cols)[None, :] - xp.arange(rows)[:, None]   # column minus row
-    return where(keep(offsets, diagonal), x, 0)
+    zero = False if x.dtype.kind == "b" else 0   # a zero of x's kind keeps its dtype
+    return where(keep(offsets, diagonal), x, zero)
 
 
 def tril(x, diagonal=0):
@@ -150,7 +152,7 @@ def repeat(x, sizes):
     reshape that merges each pair, so the gradient sums over the copies."""
     sizes = tuple(sizes)
     if len(sizes) < x.ndim or any(not isinstance(s, int) or s < 0 for s in sizes):
-        raise ValueError(f"repeat: sizes {sizes} must be non-negative ints, at least one per "
+        raise ShapeError(f"repeat: sizes {sizes} must be non-negative ints, at least one per "
                          f"axis of the tensor of shape {x.shape}")
     shape = (1,) * (len(sizes) - x.ndim) + x.shape
     paired = reshape(x, [n for length in shape for n in (1, length)])
@@ -196,7 +198,7 @@ def split(x, split_size_or_sections, dim=0):
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != length:
-            raise ValueError(f"split: sections {sizes} sum to {sum(sizes)}, but axis {axis} of "
+            raise ShapeError(f"split: sections {sizes} sum to {sum(sizes)}, but axis {axis} of "
                              f"the tensor of shape {x.shape} has length {length}")
     pieces, start = [], 0
     for size in sizes:
@@ -209,7 +211,7 @@ def chunk(x, chunks, dim=0):
     """x cut along `dim` into `chunks` pieces of ceil(length / chunks) (PyTorch's chunk: fewer
     pieces when the length runs out)."""
     if not isinstance(chunks, int) or chunks <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+        raise ShapeError(f"chunk: chunks must be a positive int, got {chunks!r}")
     length = x.shape[normalize_axes("chunk", dim, x.ndim)[0]]
     return split(x, max(1, -(-length // chunks)), dim)
 

@@ -12,6 +12,7 @@ from ._promotion import require_floating
 from ._shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
+from .errors import IndexRangeError, ShapeError
 
 # What max(dim) and min(dim) return, as torch.return_types.max / .min do.
 MaxResult = collections.namedtuple("max", ["values", "indices"])
@@ -85,7 +86,7 @@ def _extremum(ctx, x, axis, keepdims, name):
     _reduce_setup(ctx, name, x, axis)
     empty = [a for a in ctx.axes if x.shape[a] == 0]
     if empty:
-        raise ValueError(f"{name}: cannot reduce over axis {empty[0]}, which is empty, of a "
+        raise ShapeError(f"{name}: cannot reduce over axis {empty[0]}, which is empty, of a "
                          f"tensor of shape {x.shape}: the {name} of no values is undefined")
     out = getattr(x, name)(axis=ctx.axes, keepdims=True)
     if x.dtype.kind in "fc":
@@ -141,15 +142,15 @@ def _arg_extremum(name, x, dim, keepdim):
     data = x.array
     if dim is None:
         if data.size == 0:
-            raise ValueError(f"{name}: a tensor of shape {x.shape} is empty; there is no index "
-                             "to return")
+            raise IndexRangeError(f"{name}: a tensor of shape {x.shape} is empty; there is no "
+                                  "index to return")
         index = getattr(data.reshape(-1), name)()
         index = index.reshape((1,) * x.ndim) if keepdim else index
     else:
         axis = normalize_axis(name, dim, x.shape)
         if x.ndim and x.shape[axis] == 0:
-            raise ValueError(f"{name}: cannot reduce over the empty axis {axis} of a tensor of "
-                             f"shape {x.shape}")
+            raise IndexRangeError(f"{name}: cannot reduce over the empty axis {axis} of a "
+                                  f"tensor of shape {x.shape}")
         index = getattr(data, name)(axis=axis if x.ndim else None, keepdims=keepdim)
     return Tensor.from_array(x.backend.asarray(index, dtype="int64"), x.backend)
 

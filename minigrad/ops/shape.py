@@ -2,6 +2,7 @@
 back the way it came."""
 from ._shapes import check_sizes, normalize_axis, unbroadcast
 from .base import Op
+from .errors import ShapeError
 
 
 class Reshape(Op):
@@ -13,7 +14,7 @@ class Reshape(Op):
         try:
             return x.reshape(shape)
         except ValueError:
-            raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} "
+            raise ShapeError(f"reshape: cannot reshape a tensor of shape {x.shape} "
                              f"({x.size} elements) to {tuple(shape)}") from None
 
     @staticmethod
@@ -36,7 +37,7 @@ class Transpose(Op):
         else:
             axes = tuple([normalize_axis("permute", a, x.shape) for a in axes])
         if sorted(axes) != list(range(x.ndim)):
-            raise ValueError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
+            raise ShapeError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
                              f"tensor of shape {x.shape} (each axis once)")
         ctx.inverse = tuple(sorted(range(x.ndim), key=axes.__getitem__))
         return x.transpose(axes)
@@ -62,7 +63,7 @@ class BroadcastTo(Op):
         try:
             return ctx.xp.broadcast_to(x, shape)
         except ValueError:
-            raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to "
+            raise ShapeError(f"broadcast_to: cannot broadcast shape {x.shape} to "
                              f"{tuple(shape)}") from None
 
     @staticmethod

@@ -14,6 +14,7 @@ im2col matrix (C*kh*kw, Ho*Wo*N) and adding them back (col2im) then move long ru
 of Wo-long snippets, and conv2d's matmul result (O, Ho*Wo*N) is NCHW after one free transpose.
 """
 from .base import Op
+from .errors import ShapeError
 from .join import constant_pad, interior
 
 NO_DILATION = (1, 1)
@@ -49,12 +50,12 @@ def sides(padding):
 def output_size(op, shape, kernel, stride, padding, dilation=NO_DILATION):
     """(Ho, Wo) of the windows of an NCHW `shape`; an error naming `op` when none fits."""
     if len(shape) != 4:
-        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {tuple(shape)}")
+        raise ShapeError(f"{op}: input must be 4-D (N, C, H, W), got shape {tuple(shape)}")
     sizes = tuple((n + before + after - d * (k - 1) - 1) // s + 1 for n, k, s, (before, after), d
                   in zip(shape[2:], kernel, stride, sides(padding), dilation))
     if min(sizes) < 1:
         extent = "" if dilation == NO_DILATION else f" dilated by {tuple(dilation)}"
-        raise ValueError(f"{op}: kernel {tuple(kernel)}{extent} is larger than the input "
+        raise ShapeError(f"{op}: kernel {tuple(kernel)}{extent} is larger than the input "
                          f"{tuple(shape[2:])} padded by {tuple(padding)}")
     return sizes
 
