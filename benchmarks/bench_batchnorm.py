@@ -2,6 +2,7 @@
 in one run, interleaved, printed as ratios.
 
     python benchmarks/bench_batchnorm.py [--reps 1.0] [--torch-threads N] [--dtype float32]
+                                         [--no-malloc-tuning]
 
 Each measurement is one call of a training-mode BatchNorm2d (affine, running statistics
 updated): "fwd" is the forward alone, "fwd+bwd" the forward and the gradients of input, weight
@@ -17,8 +18,11 @@ dx), i.e. 4 copies of x into an existing array (`numpy.copyto`, timed in the sam
 
 Large temporaries are the hidden cost on the CPU: glibc serves blocks above its mmap threshold
 (128 kB, rising adaptively up to 32 MB) with fresh mmap'ed pages that the kernel zeroes on first
-touch. The environment variables MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ change that
-for both libraries alike; their values are printed with the results.
+touch, so each new 64 MB y and dx of the largest shape costs a page fault per 4 kB. Process
+settings come from `mg.tune_cpu`, as in the example and bench_lenet.py: glibc's mmap and trim
+thresholds raised, so a freed output's pages serve the next call (for both libraries alike: both
+allocate through glibc); --no-malloc-tuning leaves glibc's defaults, and MALLOC_MMAP_THRESHOLD_ /
+MALLOC_TRIM_THRESHOLD_ set in the environment win. The settings in force are printed.
 """
 import argparse
 import functools
@@ -97,14 +101,19 @@ def main():
     parser.add_argument("--torch-threads", type=int, default=None,
                         help="PyTorch's intra-op threads (default: PyTorch's own default)")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--no-malloc-tuning", action="store_true",
+                        help="keep glibc's malloc thresholds (mg.tune_cpu raises them)")
     args = parser.parse_args()
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    settings = mg.tune_cpu(malloc=not args.no_malloc_tuning)
     print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"numpy {np.__version__}, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads); dtype {args.dtype}; training mode, affine")
-    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
-        print(f"{name} = {os.environ.get(name, '(unset: glibc default)')}")
+    print("minigrad settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    if args.no_malloc_tuning:
+        for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+            print(f"{name} = {os.environ.get(name, '(unset: glibc default)')}")
     header = (f"{'shape':>18} {'pass':>8} {'torch ms':>9} {'fused ms':>9} {'comp. ms':>9} "
               f"{'fused/torch':>11} {'comp./torch':>11} {'fused/comp.':>11} {'fused/limit':>11}")
     print(header)

@@ -431,3 +431,40 @@ def test_the_cuda_kernel_object_serves_normalize_with_the_array_code():
         np.testing.assert_array_equal(cuda_like.standardize(x, mean, rstd, axes),
                                       whole.standardize(x, mean, rstd, axes))
         np.testing.assert_allclose(mean, x.mean(axis=axes, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape, axis", [((7, 5), 1), ((5, 3, 9), 1), ((3, 4, 5, 7), 1),
+                                         ((5, 7, 3), 2)])
+@pytest.mark.parametrize("which", ["affine", "none"])
+def test_one_block_forward_reuses_the_centred_input_bit_for_bit(dtype, shape, axis, which):
+    """One block: y is scaled from the x - pivot the statistics left in the scratch buffer,
+    without subtracting again; it has the bits of the plain path (subtract, scale, shift), and
+    matches PyTorch forward and backward (data of mean 1e3: the pivot's precision)."""
+    x, g, gamma, beta = _batch_norm_inputs(shape, axis, which, dtype=dtype)
+    x = (x + dtype(1e3 if dtype != np.float16 else 10)).astype(dtype)
+    ker = ArrayBatchNorm(np)
+    y, mean, var, rstd = ker.forward_train(x, gamma, beta, axis, 1e-5)
+    x3, order = mg.backends.array_batch_norm.channel_view(np, x, axis)
+    assert len(ker._plan(x3)[1]) == 1
+    pivot, offset, _, centred = ker._moments(x3)
+    assert centred is not None
+    plain = ker._affine(x3, gamma, beta, pivot, rstd, offset)   # subtracts the pivot itself
+    np.testing.assert_array_equal(y, mg.backends.array_batch_norm.from_channel_view(
+        plain, x.shape, order))
+    if dtype == np.float16:
+        return   # PyTorch's CPU batch norm of float16 is checked in test_numerics
+    grads = ker.backward(g, x, mean, rstd, gamma, axis, True, gamma is not None,
+                         beta is not None)
+    xt = torch.tensor(x, requires_grad=True)
+    gt = None if gamma is None else torch.tensor(gamma, requires_grad=True)
+    bt = None if beta is None else torch.tensor(beta, requires_grad=True)
+    moved = xt.movedim(axis, 1)
+    yt = torch.nn.functional.batch_norm(moved, None, None, gt, bt, True, 0.0, 1e-5)
+    yt = yt.movedim(1, axis)
+    wanted = [t for t in (xt, gt, bt) if t is not None]
+    expected = torch.autograd.grad(yt, wanted, torch.tensor(g))
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float32 else dict(rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(y, yt.detach().numpy(), **tol)
+    for ours, theirs in zip([grad for grad in grads if grad is not None], expected, strict=True):
+        np.testing.assert_allclose(ours, theirs.numpy(), **tol)

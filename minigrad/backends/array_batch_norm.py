@@ -277,7 +277,7 @@ class ArrayBatchNorm:
             raise ValueError(f"normalize: no values to take statistics over: axes {axes} of a "
                              f"tensor of shape {x.shape}")
         kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
-        pivot, offset, var = self._moments(x3)
+        pivot, offset, var, _ = self._moments(x3)
         return (pivot + offset).reshape(kept), var.reshape(kept)
 
     def standardize(self, x, mean, rstd, axes):
@@ -293,7 +293,7 @@ class ArrayBatchNorm:
         return restore(y3)
 
     def _moments(self, x3):
-        """(pivot, offset, var): per-channel mean = pivot + offset and biased variance of a
+        """(pivot, offset, var, centred): per-channel mean = pivot + offset and biased variance of a
         (P, C, Q) array over P and Q, in the accumulation dtype, with one read of x from memory.
         Each block, while in cache, is centred on its rough mean c = sum(x) / n and summed again
         (the corrected two-pass formula: its mean is c + sum(x - c) / n and M2 = sum((x - c)^2) -
@@ -301,14 +301,17 @@ class ArrayBatchNorm:
         exactly (Chan, Golub and LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var =
         M2 / M. The pivot is the first block's c, and each block's mean is kept relative to it
         (c_b - pivot + sum(x - c_b) / n_b: small numbers), so the mean of data with a large
-        offset next to a small spread keeps the digits a rounded mean would lose (see _affine)."""
+        offset next to a small spread keeps the digits a rounded mean would lose (see _affine).
+        `centred` is x - pivot in the scratch buffer when x was one block (its only centring:
+        `_affine` starts from it), else None."""
         xp = self.xp
         acc = accumulation_dtype(xp, x3.dtype)
         shape, blocks = self._plan(x3)
         scratch = self._scratch(shape, acc)
         if len(blocks) == 1:
             rough, drift, m2, n = self._block_moments(x3, scratch, acc)
-            return (*_plain_where_infinite(xp, rough, drift, rough), m2 / n)
+            pivot, offset = _plain_where_infinite(xp, rough, drift, rough)
+            return pivot, offset, m2 / n, scratch if pivot is rough else None
         channels = x3.shape[1]
         roughs = xp.empty((len(blocks), channels), acc)
         offsets = xp.empty((len(blocks), channels), acc)
@@ -323,7 +326,7 @@ class ArrayBatchNorm:
         offset, var = merge_moments(counts, offsets, squares, count)
         pivot, offset = _plain_where_infinite(
             xp, roughs[0], offset, lambda: (counts * roughs).sum(axis=0) / count)
-        return pivot, offset, var
+        return pivot, offset, var, None
 
     def _block_moments(self, block, centred, acc):
         """(c, mean - c, M2, n) of one (p, C, q) block with c its rough mean, centring it into
@@ -345,9 +348,10 @@ class ArrayBatchNorm:
     def forward_train(self, x, gamma, beta, axis, eps):
         xp = self.xp
         x3, order = channel_view(xp, x, axis)
-        pivot, offset, var = self._moments(x3)
+        pivot, offset, var, centred = self._moments(x3)
         rstd = 1.0 / xp.sqrt(var + var.dtype.type(eps))
-        y = from_channel_view(self._affine(x3, gamma, beta, pivot, rstd, offset), x.shape, order)
+        y3 = self._affine(x3, gamma, beta, pivot, rstd, offset, centred)
+        y = from_channel_view(y3, x.shape, order)
         return y, pivot + offset, var, rstd
 
     def forward_infer(self, x, gamma, beta, mean, var, axis, eps):
@@ -357,20 +361,21 @@ class ArrayBatchNorm:
         return from_channel_view(self._affine(x3, gamma, beta, mean.astype(acc), rstd), x.shape,
                                  order)
 
-    def _affine(self, x3, gamma, beta, pivot, rstd, offset=None):
+    def _affine(self, x3, gamma, beta, pivot, rstd, offset=None, centred=None):
         """y = a * (x - pivot) + b per channel with a = gamma * rstd, b = beta - offset * a
         (mean = pivot + offset; offset None: 0): one pass over x and y, each block centred,
         scaled and shifted while it is still in cache. With a pivot near the mean x - pivot is
         exact and b small, where a * x + (beta - mean * a) would cancel the digits of a large
         mean next to a small spread. Input narrower than the accumulation dtype (float16) is
-        staged through the scratch buffer, so it is rounded once."""
+        staged through the scratch buffer, so it is rounded once. `centred`: x - pivot of a
+        one-block x, already computed (by `_moments`), so the subtraction is skipped."""
         xp = self.xp
         acc = rstd.dtype
         scale = _scale(gamma, rstd)
         shift = xp.zeros_like(scale) if beta is None else beta.astype(acc)
         if offset is not None:
             shift -= offset * scale
-        vectors = [pivot, scale, shift]
+        vectors = [scale, shift] if centred is not None else [pivot, scale, shift]
         shape, blocks = self._plan(x3)
         spread = self._spread(vectors, x3, shape)
         y3 = xp.empty(x3.shape, x3.dtype)
@@ -378,9 +383,10 @@ class ArrayBatchNorm:
         for index in blocks:
             block = x3[index]
             out = y3[index] if staging is None else staging[:block.shape[0], :, :block.shape[2]]
-            self._per_channel(xp.subtract, block, spread[0], out)
-            self._per_channel(xp.multiply, out, spread[1], out)
-            self._per_channel(xp.add, out, spread[2], out)
+            if centred is None:
+                self._per_channel(xp.subtract, block, spread[0], out)
+            self._per_channel(xp.multiply, out if centred is None else centred, spread[-2], out)
+            self._per_channel(xp.add, out, spread[-1], out)
             if staging is not None:
                 y3[index] = out
         return y3
