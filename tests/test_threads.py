@@ -1,7 +1,6 @@
 """The CPU kernels' thread pool (minigrad/backends/threads.py), sized by mg.set_num_threads: the
 same bits at one and at two threads for every kernel path that splits its work, pieces' results
 in their order, a piece's own pieces run in its thread, one thread by default."""
-import os
 import threading
 
 import numpy as np
@@ -53,23 +52,6 @@ def test_a_piece_runs_its_own_pieces_in_its_thread(restore_threads):
         return i, inner == [here] * 3
 
     assert threads.run([lambda i=i: outer(i) for i in range(4)]) == [(i, True) for i in range(4)]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_runs_pieces_on_a_pool_of_its_own(restore_threads):
-    threads.set_threads(2)
-    threads.run([lambda: 0] * 2)   # the parent's pool has its threads
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:   # a DataLoader worker, say: its pieces must run, not wait forever
-        try:
-            os.write(write, bytes(threads.run([lambda i=i: i for i in range(4)])))
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        assert pipe.read() == bytes([0, 1, 2, 3])
-    assert os.waitpid(child, 0)[1] == 0
 
 
 def test_add_up_adds_in_the_pieces_order(restore_threads):
