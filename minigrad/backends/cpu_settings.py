@@ -2,8 +2,7 @@
 
 minigrad's CPU ops are NumPy, which runs in one thread except for matrix products: those go to
 the BLAS library NumPy was built with (OpenBLAS in the pip wheels), which has its own pool of
-threads. `set_num_threads` / `get_num_threads` control that pool through threadpoolctl, and
-`set_num_threads` also sizes the pool the CPU kernels split their blocks over (threads.py).
+threads. `set_num_threads` / `get_num_threads` control that pool through threadpoolctl.
 
 At import minigrad sets the pool to one thread, unless the user chose a count with one of the
 variables in THREAD_VARIABLES. minigrad's products are small (a LeNet-5 or ResNet-20 at batch
@@ -17,8 +16,6 @@ thresholds raised so freed NumPy temporaries are reused rather than mapped afres
 import ctypes
 import ctypes.util
 import os
-
-from . import threads
 
 # Variables through which a user picks the BLAS (or OpenMP) thread count: when one is set, the
 # import-time default leaves the pool alone.
@@ -42,14 +39,11 @@ def _blas_pools():
 
 def set_num_threads(n):
     """Use `n` threads for matrix products (the BLAS pool of every BLAS library loaded, NumPy's
-    OpenBLAS among them) and for the CPU kernels' blocks (threads.py's pool; bit-identical
-    results at any count)."""
+    OpenBLAS among them). The rest of minigrad's CPU work runs in one thread whatever `n` is."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    pools = _blas_pools()
-    for pool in pools:
+    for pool in _blas_pools():
         pool.set_num_threads(n)
-    threads.set_threads(n, blas=pools)
 
 
 def get_num_threads():

@@ -38,9 +38,7 @@ make that correlation's products short and slow (LeNet's 6), hence CORRELATION_M
 The measurements are in benchmarks/README.md.
 """
 import threading
-from functools import partial
 
-from . import threads
 from .numpy_winograd import Winograd3x3
 
 SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
@@ -78,29 +76,27 @@ class BlockedConv2d:
         return self.xp.lib.stride_tricks.as_strided(
             windows, (c, ho + 2, wo + 2, n), strides[:3] + strides[5:])
 
-    def _block_rows(self, windows):
-        """(y0, y1) of each block of whole output rows: as many rows as fit block_elements."""
+    def _blocks(self, windows):
+        """The im2col matrix in blocks of whole output rows: yields (y0, y1, cols) with cols the
+        (C*kh*kw, y1 - y0, Wo*N) columns of output rows y0..y1-1, copied from the window view
+        into a buffer that the next block reuses."""
         c, kh, kw, ho, wo, n = windows.shape
-        step = max(1, min(ho, self.block_elements // (c * kh * kw * wo * n)))
-        return [(y0, min(y0 + step, ho)) for y0 in range(0, ho, step)]
-
-    def _cols(self, windows, y0, y1):
-        """The (C*kh*kw, y1 - y0, Wo*N) im2col columns of output rows y0..y1-1, copied from the
-        window view into this thread's buffer, which its next block reuses."""
-        c, kh, kw, ho, wo, n = windows.shape
-        size = c * kh * kw * (y1 - y0) * wo * n
+        per_row = c * kh * kw * wo * n
+        step = max(1, min(ho, self.block_elements // per_row))
+        size = step * per_row
         buffer = getattr(self._local, "buffer", None)
         if buffer is None or buffer.dtype != windows.dtype or buffer.size < size:
             buffer = self.xp.empty(size, windows.dtype)
-            if y1 - y0 < ho:   # keep only block-sized buffers
+            if step < ho:   # keep only block-sized buffers
                 self._local.buffer = buffer
-        cols = buffer[:size].reshape(c, kh, kw, y1 - y0, wo, n)
-        cols[...] = windows[:, :, :, y0:y1]   # the im2col copy of this block
-        return cols.reshape(c * kh * kw, y1 - y0, wo * n)
+        for y0 in range(0, ho, step):
+            y1 = min(y0 + step, ho)
+            cols = buffer[:(y1 - y0) * per_row].reshape(c, kh, kw, y1 - y0, wo, n)
+            cols[...] = windows[:, :, :, y0:y1]   # the im2col copy of this block
+            yield y0, y1, cols.reshape(c * kh * kw, y1 - y0, wo * n)
 
     def forward(self, weight, windows):
-        """W @ cols as (O, Ho, Wo, N), block by block (on the thread pool), each product written
-        in place."""
+        """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
         xp, o = self.xp, weight.shape[0]
         _, _, _, ho, wo, n = windows.shape
         padded = self._winograd_input(windows, self.winograd_min_channels)
@@ -108,16 +104,12 @@ class BlockedConv2d:
             return self.winograd.correlate(weight, padded, ho, wo)
         out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))
         flat, w2 = out.reshape(o, -1), weight.reshape(o, -1)
-
-        def block(y0, y1):
-            cols = self._cols(windows, y0, y1)
+        for y0, y1, cols in self._blocks(windows):
             if cols.shape[0] < self.short_contraction:   # per output row: (rows, O, Wo*N)
                 xp.matmul(w2, cols.swapaxes(0, 1), out=out[:, y0:y1].swapaxes(0, 1))
             else:
                 xp.matmul(w2, cols.reshape(cols.shape[0], -1),
                           out=flat[:, y0 * wo * n:y1 * wo * n])
-
-        threads.run([partial(block, *rows) for rows in self._block_rows(windows)])
         return out.reshape(o, ho, wo, n)
 
     def input_grad(self, weight, g):
@@ -139,13 +131,9 @@ class BlockedConv2d:
             return self.winograd.weight_grad(g, padded).astype(dtype, copy=False)
         g3 = g.reshape(o, ho, wo * n)   # a view when g has the forward's layout
         contraction = windows.shape[0] * windows.shape[1] * windows.shape[2]
-
-        def block(y0, y1):
-            cols = self._cols(windows, y0, y1).reshape(contraction, -1)
-            return cols @ g3[:, y0:y1].reshape(o, -1).T
-
         dw_t = xp.zeros((contraction, o), dtype=xp.result_type(windows.dtype, g.dtype))
-        threads.add_up([partial(block, *rows) for rows in self._block_rows(windows)], dw_t)
+        for y0, y1, cols in self._blocks(windows):
+            dw_t += cols.reshape(contraction, -1) @ g3[:, y0:y1].reshape(o, -1).T
         return dw_t.T.reshape((o,) + windows.shape[:3]).astype(dtype, copy=False)
 
     def transposes(self, weight_shape, stride, padding, dilation):

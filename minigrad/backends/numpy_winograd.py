@@ -26,12 +26,9 @@ PyTorch and the direct product).
 Layout: the input is the zero-padded (C, Hp, Wp, N) array conv2d's windows are a view of, the
 output (O, Ho, Wo, N). Tiles are taken a block of tile rows and columns at a time, so the
 transformed tiles, their products and the output transform stay in the cache (buffers reused
-between blocks, one set per thread: the blocks run on the thread pool of threads.py).
+between blocks).
 """
 import threading
-from functools import partial
-
-from . import threads
 
 
 class Winograd3x3:
@@ -97,45 +94,41 @@ class Winograd3x3:
 
     def correlate(self, weight, padded, ho, wo):
         """The 3x3 correlation of `padded` (C, ho + 2, wo + 2, N) with `weight` (O, C, 3, 3), as
-        (O, ho, wo, N); ho and wo even. Blocks run on the thread pool."""
+        (O, ho, wo, N); ho and wo even."""
         xp, dtype = self.xp, padded.dtype
         c, _, _, n = padded.shape
         o = weight.shape[0]
         u = self.filter_transform(weight.astype(dtype, copy=False))
         out = xp.empty((o, ho, wo, n), dtype)
-
-        def block(t0, t, s0, w):
+        for t0, t, s0, w in self._blocks(ho, wo, 16 * max(c, o) * n):
             tiles = self._tiles(padded, t0, t, s0, w)
             products = self._buffer("products", (4, 4, o, t, w, n), dtype)
             xp.matmul(u, tiles.reshape(16, c, -1), out=products.reshape(16, o, -1))
             self._output_transform(products, self._buffer("sums", (2, 4, o, t, w, n), dtype),
                                    out[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)])
-
-        threads.run([partial(block, *b) for b in self._blocks(ho, wo, 16 * max(c, o) * n)])
         return out
 
     def weight_grad(self, g, padded):
         """The weight gradient of `correlate`: dW (O, C, 3, 3) of g (O, ho, wo, N) and `padded`
         (C, ho + 2, wo + 2, N), by F(3x3, 2x2), the same algebra transposed: each 2x2 tile of g
         and its 4x4 input tile d give  G^T [(A g A^T) * (B^T d B)] G,  summed over the tiles as 16
-        (O, tiles) @ (tiles, C) products, block by block (on the thread pool, added up in
-        order)."""
+        (O, tiles) @ (tiles, C) products."""
         xp, dtype = self.xp, self.xp.result_type(g.dtype, padded.dtype)
         o, ho, wo, n = g.shape
         c = padded.shape[0]
         padded = padded.astype(dtype, copy=False)
-
-        def block(t0, t, s0, w):
+        m = xp.zeros((16, o, c), dtype)
+        part = xp.empty_like(m)
+        # the products are only (16, O, C): blocks of twice the values pay (512K: 8.3 ms at 64
+        # channels, 16 px, batch 32, against 9.2 at 256K and 7.8 at 1M; 32 px: 10.3, 11.5, 13.8)
+        for t0, t, s0, w in self._blocks(ho, wo, 8 * (c + o) * n):
             tiles = self._tiles(padded, t0, t, s0, w)
             g_tiles = self._buffer("g tiles", (4, 4, o, t, w, n), dtype)
             self._gradient_transform(g[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)],
                                      self._buffer("g rows", (4, o, t, 2 * w, n), dtype), g_tiles)
-            return xp.matmul(g_tiles.reshape(16, o, -1), tiles.reshape(16, c, -1).swapaxes(1, 2))
-
-        # the products are only (16, O, C): blocks of twice the values pay (512K: 8.3 ms at 64
-        # channels, 16 px, batch 32, against 9.2 at 256K and 7.8 at 1M; 32 px: 10.3, 11.5, 13.8)
-        blocks = [partial(block, *b) for b in self._blocks(ho, wo, 8 * (c + o) * n)]
-        m = threads.add_up(blocks, xp.zeros((16, o, c), dtype))
+            xp.matmul(g_tiles.reshape(16, o, -1), tiles.reshape(16, c, -1).swapaxes(1, 2),
+                      out=part)
+            m += part
         return self._weight_transform(m.reshape(4, 4, o, c))
 
     @staticmethod
