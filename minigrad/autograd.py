@@ -10,6 +10,7 @@ The walk is a loop over a sorted list, never a recursion, so graphs of any depth
 Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re-exported here.
 """
 from . import hooks
+from .function import Function, FunctionCtx, once_differentiable  # noqa: F401  (re-exported)
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     enable_grad,
     inference_mode,
@@ -199,7 +200,3 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the outputs; "
                 "pass allow_unused=True to get None for it")
     return tuple(grads)
-
-
-# mg.autograd.Function (custom functions on tensors) builds on Node, so it is imported last.
-from .function import Function, FunctionCtx, once_differentiable  # noqa: E402, F401

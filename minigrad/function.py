@@ -32,8 +32,8 @@ array-level API that minigrad's own primitives use; docs/new-op.md says when to 
 import functools
 
 from . import grad_mode, tape, version
+from .backends import get_backend
 from .graph import Node
-from .ops.base import Op, default_backend
 from .shapes import unbroadcast
 from .tensor import Tensor
 
@@ -125,7 +125,7 @@ class Function:
         tensor argument requires grad, record one node for the outputs (see the module)."""
         tensors = [a if isinstance(a, Tensor) else None for a in args]
         first = next((t for t in tensors if t is not None), None)
-        backend = first.backend if first is not None else default_backend
+        backend = first.backend if first is not None else get_backend()
         ctx = FunctionCtx(cls, tuple([t is not None and t.requires_grad for t in tensors]),
                           backend)
         with grad_mode.no_grad():
@@ -284,26 +284,22 @@ def once_differentiable(backward):
         if not watched:
             return results
         one = not isinstance(results, tuple)
-        guarded = tuple([_Once.apply(r, *watched, function=ctx.function.__name__)
+        guarded = tuple([OnceDifferentiable.apply(r, *watched, function=ctx.function.__name__)
                          if isinstance(r, Tensor) else r for r in ((results,) if one else results)])
         return guarded[0] if one else guarded
     return wrapper
 
 
-class _Once(Op):
+class OnceDifferentiable(Function):
     """The result of a @once_differentiable backward, tied to what it came from so that a
-    derivative of it reaches this op, whose backward raises."""
-
-    @classmethod
-    def name(cls):
-        return "once_differentiable"
+    derivative of it reaches this function, whose backward raises."""
 
     @staticmethod
     def forward(ctx, result, *watched, function):
-        ctx.function = function
-        return result.copy()
+        ctx.marked = function
+        return result.clone()
 
     @staticmethod
     def backward(ctx, g):
         raise RuntimeError(f"trying to differentiate twice a function that was marked with "
-                           f"@once_differentiable ({ctx.function}.backward)")
+                           f"@once_differentiable ({ctx.marked}.backward)")
