@@ -66,8 +66,8 @@ class Node:
                  else Tensor._from_node(where, self, index) if kind == "output"
                  else saved_values.intermediate(self, i, where)
                  for i, (kind, where, index) in enumerate(self._saved_sources)]
-        for i, entry in enumerate(self._saved_versions):
-            error = version.changed_error(self, entry)
+        for i in range(len(self._saved_versions)):
+            error = version.changed_error(self, i)
             if error is not None:
                 saved[i] = saved_values.Unreadable(saved[i], error)
         ctx._saved = tuple(saved) or None   # None: nothing saved
