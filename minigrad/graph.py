@@ -87,8 +87,8 @@ class Node:
         if self._saved_sources or any(isinstance(v, ctx.xp.ndarray) for v in vars(ctx).values()):
             self.ctx = None
         self._saved_sources = self._saved_versions = ()
-        self.inputs = tuple(t if t is None or t._node is None else t._without_data()
-                            for t in self.inputs)
+        self.inputs = tuple([t if t is None or t._node is None else t._without_data()
+                             for t in self.inputs])
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
