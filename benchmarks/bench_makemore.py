@@ -13,7 +13,9 @@ backward, and the SGD update `p.data += -lr * p.grad`. The tiny backward is
 `(a * b).sum().backward()` on two (32, 200) tensors: nearly all engine overhead, little
 arithmetic. After a warm-up the frameworks alternate in chunks (bench_lenet.interleaved), so a
 change in machine load hits both; the report gives each one's median and fastest time and the
-minigrad / PyTorch ratio of the medians, with the spread of the per-chunk ratios.
+minigrad / PyTorch ratio of the medians, with the spread of the per-chunk ratios. The makemore
+step also runs in NumPy alone with its backward written by hand (`numpy_stepper`): the floor for
+an engine on NumPy, so minigrad / NumPy is the engine's own cost.
 """
 import argparse
 import os
@@ -72,6 +74,51 @@ def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
             p.data += -lr * p.grad
         return loss.item()
 
+    step.params = params
+    return step
+
+
+def numpy_stepper(batches, lr=0.1):
+    """step(i): the same makemore step in NumPy alone, its backward derived by hand (as in
+    makemore part 4): the least any engine on NumPy can spend on this step, with no graph, no
+    tensors and no checks. `step.params` holds the arrays it trains."""
+    p = {k: v.astype(np.float32) for k, v in initial_weights().items()}
+    n = BATCH
+
+    def step(i):
+        Xb, Yb = batches[i % len(batches)]
+        emb = p["C"][Xb]
+        embcat = emb.reshape(n, -1)
+        hprebn = embcat @ p["W1"]
+        bnmean = hprebn.mean(0, keepdims=True)
+        bndiff = hprebn - bnmean
+        bnvar = (bndiff * bndiff).sum(0, keepdims=True) / (n - 1)
+        bnvar_inv = (bnvar + np.float32(1e-5)) ** -0.5
+        bnraw = bndiff * bnvar_inv
+        h = np.tanh(p["bngain"] * bnraw + p["bnbias"])
+        logits = h @ p["W2"] + p["b2"]
+        shifted = logits - logits.max(1, keepdims=True)
+        exp = np.exp(shifted)
+        sums = exp.sum(1, keepdims=True)
+        loss = (np.log(sums)[:, 0] - shifted[np.arange(n), Yb]).mean()
+        dlogits = exp / sums
+        dlogits[np.arange(n), Yb] -= 1
+        dlogits /= n
+        dh = dlogits @ p["W2"].T
+        grads = {"W2": h.T @ dlogits, "b2": dlogits.sum(0)}
+        dhpreact = (1 - h * h) * dh
+        grads["bngain"] = (bnraw * dhpreact).sum(0, keepdims=True)
+        grads["bnbias"] = dhpreact.sum(0, keepdims=True)
+        dhprebn = p["bngain"] * bnvar_inv / n * (
+            n * dhpreact - grads["bnbias"] - n / (n - 1) * bnraw * grads["bngain"])
+        grads["W1"] = embcat.T @ dhprebn
+        grads["C"] = np.zeros_like(p["C"])
+        np.add.at(grads["C"], Xb, (dhprebn @ p["W1"].T).reshape(emb.shape))
+        for k, g in grads.items():
+            p[k] += -lr * g
+        return float(loss)
+
+    step.params = p
     return step
 
 
@@ -88,14 +135,30 @@ def tiny_stepper(lib):
     return step
 
 
+def check_same_step(losses, params):
+    """Stop unless the three steps gave one loss and, after the update, the same weights."""
+    for name, loss in losses.items():
+        if abs(loss - losses["pytorch"]) > 1e-4 * abs(losses["pytorch"]):
+            raise SystemExit(f"the steps disagree: first losses {losses}")
+        for k, torch_p in params["pytorch"].items():
+            p = params[name][k]
+            p = p if isinstance(p, np.ndarray) else p.detach().numpy()
+            if not np.allclose(p, torch_p.detach().numpy(), rtol=1e-4, atol=1e-6):
+                raise SystemExit(f"{name} and pytorch disagree on {k} after one step")
+
+
 def report(title, walls, chunk_ratios):
     print(title)
     for name, times in walls.items():
         print(f"  {name:9s} median {1e6 * statistics.median(times):8.1f} us  (min "
               f"{1e6 * min(times):.1f}; {len(times)} steps)")
-    ratio = statistics.median(walls["minigrad"]) / statistics.median(walls["pytorch"])
+    median = {name: statistics.median(times) for name, times in walls.items()}
+    ratio = median["minigrad"] / median["pytorch"]
     print(f"  ratio minigrad/pytorch {ratio:.2f} (per chunk {min(chunk_ratios):.2f} .. "
           f"{max(chunk_ratios):.2f})")
+    if "numpy" in median:
+        print(f"  ratio numpy/pytorch {median['numpy'] / median['pytorch']:.2f} (the floor for "
+              f"an engine on NumPy); minigrad/numpy {median['minigrad'] / median['numpy']:.2f}")
     return ratio
 
 
@@ -120,9 +183,9 @@ def main(argv=None):
                for _ in range(8)]
     makemore = {"minigrad": makemore_stepper(mg, mg.nn.functional.cross_entropy, batches),
                 "pytorch": makemore_stepper(torch, torch.nn.functional.cross_entropy, batches)}
+    makemore["numpy"] = numpy_stepper(batches)
     first = {name: step(0) for name, step in makemore.items()}   # same weights, same loss
-    if abs(first["minigrad"] - first["pytorch"]) > 1e-4 * abs(first["pytorch"]):
-        raise SystemExit(f"the two steps disagree: first losses {first}")
+    check_same_step(first, {name: step.params for name, step in makemore.items()})
     tiny = {"minigrad": tiny_stepper(mg), "pytorch": tiny_stepper(torch)}
     ratios = {}
     for title, steppers in (("makemore MLP step", makemore), ("tiny backward", tiny)):

@@ -66,8 +66,8 @@ class Node:
                  else Tensor._from_node(where, self, index) if kind == "output"
                  else saved_values.intermediate(self, i, where)
                  for i, (kind, where, index) in enumerate(self._saved_sources)]
-        for i, entry in enumerate(self._saved_versions):
-            error = version.changed_error(self, entry)
+        for i in range(len(self._saved_versions)):
+            error = version.changed_error(self, i)
             if error is not None:
                 saved[i] = saved_values.Unreadable(saved[i], error)
         ctx._saved = tuple(saved) or None   # None: nothing saved
@@ -84,14 +84,23 @@ class Node:
         ctx.save, or arrays such as a mask kept on ctx) cannot be walked again; one that saved
         nothing can (c = b + 1), as in PyTorch."""
         ctx = self.ctx
-        if self._saved_sources or any(isinstance(v, ctx.xp.ndarray) for v in vars(ctx).values()):
+        if self._saved_sources or _holds_arrays(ctx):
             self.ctx = None
         self._saved_sources = self._saved_versions = ()
-        self.inputs = tuple(t if t is None or t._node is None else t._without_data()
-                            for t in self.inputs)
+        self.inputs = tuple([t if t is None or t._node is None else t._without_data()
+                             for t in self.inputs])
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
+
+
+def _holds_arrays(ctx):
+    """Whether forward kept an array on ctx as an attribute (a loop: every node asks)."""
+    ndarray = ctx.xp.ndarray
+    for value in vars(ctx).values():
+        if isinstance(value, ndarray):
+            return True
+    return False
 
 
 def value_key(tensor):

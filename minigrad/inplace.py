@@ -34,7 +34,9 @@ def arithmetic(x, name, other, alpha=1):
         value = value * alpha
     xp = x.backend.xp
     true_division = (1.0,) if name == "div_" else ()   # an integer / an integer is a float
-    _check_fits(x, name, value, xp.result_type(x.array, _raw(value), *true_division))
+    same_dtype = not true_division and isinstance(value, Tensor) and value.dtype == x.dtype
+    _check_fits(x, name, value, x.dtype if same_dtype else
+                xp.result_type(x.array, _raw(value), *true_division))
     if _records(x, name, [value]):
         new = _ARITHMETIC[name](_old_value(x), value)
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
@@ -227,6 +229,8 @@ def _check_fits(x, name, value, result_dtype):
     if category(result_dtype) > category(x.dtype):
         raise RuntimeError(f"{name}: result type {result_dtype} can't be cast to the tensor's "
                            f"dtype {x.dtype}")
+    if _shape(value) in (x.shape, ()):   # the common cases, decided without NumPy's rule
+        return
     try:
         fits = xp.broadcast_shapes(x.shape, _shape(value)) == x.shape
     except ValueError:

@@ -228,8 +228,8 @@ class TensorMethods:
 
     def swapaxes(self, dim0, dim1):
         dim0, dim1 = (ops.normalize_axis("transpose", d, self.shape) for d in (dim0, dim1))
-        if self.ndim == 0:   # dims 0 and -1 of a 0-d tensor: nothing to swap
-            return ops.transpose(self)
+        if self.ndim == 0 or self.ndim == 2 and dim0 != dim1:   # 0-d: nothing to swap;
+            return ops.transpose(self)   # a matrix: reversing its axes swaps them
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return ops.transpose(self, axes)

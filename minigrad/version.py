@@ -70,30 +70,36 @@ def output_counter(array, inputs):
 
 
 def remember(sources, inputs, output_counters):
-    """(counter, value then, what it is, shape) for each saved input or output of a node and
-    each saved view of an input, None for other saved arrays (constants); `sources` are the
-    node's (kind, where, index) triples."""
+    """(counter, value then) for each saved input or output of a node and each saved view of an
+    input, None for other saved arrays (constants); `sources` are the node's (kind, where,
+    index) triples. What the value was is worded only if it changed (`changed_error`): this
+    runs for every recorded op."""
     saved = []
     for kind, where, index in sources:
-        counter, what, shape = None, None, None
-        if kind == "input" and inputs[where] is not None:   # None: an absent optional input
-            tensor = inputs[where]
-            counter, what, shape = tensor._version_counter, f"input {where}", tensor.shape
+        if kind == "input":
+            counter = None if inputs[where] is None else inputs[where]._version_counter
         elif kind == "output":
-            counter, what, shape = output_counters[index], f"output {index}", where.shape
-        elif kind == "constant" and viewed_input(where, inputs) is not None:
+            counter = output_counters[index]
+        else:
             i = viewed_input(where, inputs)
-            counter, what, shape = inputs[i]._version_counter, f"a view of input {i}", where.shape
-        saved.append(None if counter is None else (counter, counter.value, what, shape))
-    return tuple(saved)
+            counter = None if i is None else inputs[i]._version_counter
+        saved.append(None if counter is None else (counter, counter.value))
+    return saved
 
 
-def changed_error(node, saved):
-    """The error for reading a value `node` saved for backward that was changed in place after
-    forward; `saved` is its entry from `remember`, or None if it is unchanged."""
+def changed_error(node, i):
+    """The error for reading the value `node` saved `i`-th for backward, if it was changed in
+    place after forward (None if it is unchanged)."""
+    saved = node._saved_versions[i]
     if saved is None or saved[0].value == saved[1]:
         return None
-    counter, version, what, shape = saved
+    (counter, version), (kind, where, index) = saved, node._saved_sources[i]
+    if kind == "input":
+        what, shape = f"input {where}", node.inputs[where].shape
+    elif kind == "output":
+        what, shape = f"output {index}", where.shape
+    else:
+        what, shape = f"a view of input {viewed_input(where, node.inputs)}", where.shape
     return RuntimeError(
         f"one of the variables needed for gradient computation has been modified by an "
         f"inplace operation: {what} of {node.name} (node {node.seq}), a tensor of shape "

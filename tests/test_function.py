@@ -207,6 +207,32 @@ def test_extending_pytorch_examples_match_torch():
     assert mg.gradcheck(mg_exp.apply, x64) and mg.gradgradcheck(mg_exp.apply, x64)
 
 
+def square_function(lib):
+    """Square: x * x, saving its input; dx = 2 * x * g."""
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    return Square
+
+
+def half_function(lib):
+    """Half: MulConstant (x * k) whose backward returns one gradient for its two inputs."""
+    class Half(extending_functions(lib)[2]):
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Half
+
+
 # ----------------------------------------------------------------------------------------------
 # Higher derivatives: the backward is recorded with create_graph=True
 
@@ -391,17 +417,7 @@ def test_save_none_and_nothing(lib):
 
 @LIBS
 def test_in_place_change_of_a_saved_input_raises(lib):
-    class Square(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 2 * x * g
-
+    Square = square_function(lib)
     leaf = lib.tensor([1.0, 2.0], requires_grad=True)
     h = leaf * 1
     out = Square.apply(h)
@@ -568,11 +584,7 @@ def test_none_gradients_and_extra_trailing_nones(lib):
 
 @LIBS
 def test_broadcast_gradient_is_summed_back(lib):
-    class Expanding(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, k):
-            return x * k
-
+    class Expanding(extending_functions(lib)[2]):   # MulConstant, x * k
         @staticmethod
         def backward(ctx, g):
             return g.expand(4, 3) * 1.0, None
@@ -583,14 +595,7 @@ def test_broadcast_gradient_is_summed_back(lib):
 
 
 def test_wrong_gradients_are_clear_errors_naming_the_function():
-    class Half(mg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, k):
-            return x * k
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
+    Half = half_function(mg)
 
     class WrongShape(Half):
         @staticmethod
@@ -618,18 +623,8 @@ def test_wrong_gradients_are_clear_errors_naming_the_function():
         with pytest.raises(error, match=message):
             function.apply(x, 2.0).sum().backward()
     tx = torch.ones(3, requires_grad=True)   # PyTorch raises RuntimeError for the same three
-
-    class TorchHalf(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, k):
-            return x * k
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
-        TorchHalf.apply(tx, 2.0).sum().backward()
+        half_function(torch).apply(tx, 2.0).sum().backward()
 
 
 @LIBS
@@ -728,30 +723,16 @@ def test_mark_dirty_gradients_match_torch():
 
 
 def test_legacy_call_and_once_differentiable():
-    class Id(mg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
+    plain = square_function(mg)
     with pytest.raises(RuntimeError, match="non-static forward method is deprecated"):
-        Id()(mg.ones(2))
+        plain()(mg.ones(2))
 
-    class Square(mg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
+    class Square(plain):
         @staticmethod
         @mg.autograd.once_differentiable
         def backward(ctx, g):
             assert not mg.is_grad_enabled()
-            x, = ctx.saved_tensors
-            return 2 * x * g
+            return plain.backward(ctx, g)
 
     x = mg.tensor([1.0, 3.0], requires_grad=True)
     g, = mg.grad(Square.apply(x).sum(), x)

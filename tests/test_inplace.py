@@ -255,6 +255,31 @@ def test_an_optimizer_step_between_backwards_is_reported_as_in_torch():
         (h * 2).sum().backward()
 
 
+class SavesView(Op):
+    """Saves a view of its input (x[1:]), which is neither an input nor an output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save(x[1:])
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (view,) = ctx.saved
+        return g * 2 + view.sum() * 0
+
+
+def test_changing_a_saved_view_of_an_input_is_reported_with_what_it_is():
+    y = mg.tensor([1.0, 2.0, 3.0], requires_grad=True) * 1
+    z = SavesView.apply(y)
+    with mg.no_grad():
+        y.add_(1)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: a view of input 0 "
+                                           r"of saves_view \(node \d+\), a tensor of shape "
+                                           r"\(2,\), is at version 1; expected version 0"):
+        z.sum().backward()
+
+
 def test_changing_a_saved_output_or_a_saved_input_is_reported():
     for library in (mg, torch):
         x = library.tensor([0.5, 1.0], requires_grad=True)

@@ -46,6 +46,13 @@ class Backend:
                 raise error(describe() + " (found at the first read of device data after "
                                  "the call)")
 
+    def to_host(self, *scalars):
+        """0-d arrays of this backend as Python numbers, read together: one copy where a read
+        stalls the device (the GPU); on the CPU each is read alone (stacking costs more)."""
+        if self.defers_checks:
+            return self.xp.stack(scalars).tolist()
+        return [s.item() for s in scalars]
+
     def asarray(self, data, dtype=None):
         """Put `data` (a scalar, a nested list or any array) on this backend's device."""
         return self.xp.asarray(data, dtype=dtype)

@@ -13,9 +13,9 @@ all_reduce of them gives the global sums S, then
 (M values per statistic over all ranks). With create_graph the composed form is differentiated.
 """
 from .. import autograd
-from ..ops import add, mul, reshape
 from ..ops._promotion import require_floating
 from ..ops.base import Op
+from ..ops.fused_batch_norm import affine_channels, channel_view_shape
 from ..shapes import kept_shape
 from ..tensor import Tensor
 from . import group
@@ -65,7 +65,7 @@ class SyncBatchNormStep(Op):
         if need_x:
             sums = xp.stack([sum_g, sum_gxhat]).astype(ctx.rstd.dtype)
             group.allreduce_array(sums, "sum")
-            view = (1, -1) + (1,) * (x.ndim - 2)
+            view = channel_view_shape(x.shape, 1)
             a = ctx.rstd if gamma is None else ctx.rstd * gamma.array.astype(ctx.rstd.dtype)
             xhat = (x.array - ctx.mean.reshape(view)) * ctx.rstd.reshape(view)
             dx = a.reshape(view) * (g.array - (sums[0] / ctx.count).reshape(view)
@@ -89,10 +89,7 @@ class SyncBatchNormStep(Op):
 def composed_sync_batch_norm(x, gamma, beta, eps=1e-5, check=None):
     """(y, mean, var, count) as `sync_batch_norm`, by recorded ops: sync_normalize, mul, add."""
     y, mean, var, count = sync_normalize(x, (0,) + tuple(range(2, x.ndim)), eps, check)
-    view = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-    if gamma is not None:
-        y = mul(y, reshape(gamma, view))
-    return (y if beta is None else add(y, reshape(beta, view))), mean, var, count
+    return affine_channels(y, gamma, beta), mean, var, count
 
 
 def sync_batch_norm(x, gamma=None, beta=None, eps=1e-5, check=None):

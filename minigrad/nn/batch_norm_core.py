@@ -5,13 +5,13 @@ normalizations share, on arguments their doors have checked:
                                (axis 1), and in training the running statistics' update
     update_running_stats(...)  running = (1 - factor) * running + factor * batch (unbiased var)
     values_per_statistic(...)  the values behind each statistic, refused when only one
-    affine_channels(...)       y * weight + bias with (C,) vectors put on axis 1
 
-The math lives in the ops (`ops.fused_batch_norm`, `ops.normalize`); this module only picks the
-op and moves the buffers.
+The math lives in the ops (`ops.fused_batch_norm`, with `affine_channels`, the per-channel
+y * weight + bias of the composed form; `ops.normalize`); this module only picks the op and
+moves the buffers.
 """
 from .. import ops
-from ..ops.fused_batch_norm import batch_norm_checked
+from ..ops.fused_batch_norm import affine_channels, batch_norm_checked
 from ..ops.fused_batch_norm_act import Activation, FusedBatchNormAct, composed_activation
 from ..version import bump_version, in_place
 
@@ -45,14 +45,6 @@ def update_running_stats(running_mean, running_var, mean, var, count, factor):
         running.array *= 1.0 - factor
         running.array += factor * batch
         bump_version(running)
-
-
-def affine_channels(y, weight, bias):
-    """y * weight + bias with (C,) weight and bias put on axis 1 (each skipped when None)."""
-    view = (1, y.shape[1]) + (1,) * (y.ndim - 2)
-    if weight is not None:
-        y = ops.mul(y, ops.reshape(weight, view))
-    return y if bias is None else ops.add(y, ops.reshape(bias, view))
 
 
 def batch_norm(input, weight, bias, running_mean, running_var, *, training, factor, eps, count,

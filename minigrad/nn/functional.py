@@ -23,11 +23,11 @@ from ..ops import (  # noqa: F401
 )
 from ..ops import lp_normalize as normalize  # noqa: F401
 from ..ops.errors import DTypeError, ShapeError
-from ..ops.fused_batch_norm import check_batch_norm
+from ..ops.fused_batch_norm import affine_channels, channel_view_shape, check_batch_norm
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
 from . import batch_norm_core
-from .batch_norm_core import affine_channels, update_running_stats, values_per_statistic
+from .batch_norm_core import update_running_stats, values_per_statistic
 from .interpolation import interpolate  # noqa: F401
 from .loss_functions import (  # noqa: F401
     binary_cross_entropy,
@@ -290,7 +290,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         raise ValueError(f"instance_norm: expected input of shape (N, C, *spatial), got shape "
                          f"{input.shape}")
     axes = tuple(range(2, input.ndim))
-    view = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    view = channel_view_shape(input.shape, 1)
     if not use_input_stats:
         y = ops.normalize(input, axes, eps, ops.reshape(running_mean, view),
                           ops.reshape(running_var, view))[0]

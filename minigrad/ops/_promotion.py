@@ -149,8 +149,11 @@ def promote(op, *operands, floating=False):
 def to_floating(op, x):
     """PyTorch's one rule for the functions of a real variable (exp, log, sqrt, sin, cos,
     tanh, sigmoid, erf, ...): an integer or bool tensor is computed in the default float
-    dtype (exp of an int tensor is float32); floating tensors and non-tensors pass through."""
-    return promote(op, x, floating=True)[0] if isinstance(x, Tensor) else x
+    dtype (exp of an int tensor is float32); floating tensors and non-tensors pass through
+    (decided here first: promote's general rule costs a unary op a third of its time)."""
+    if not isinstance(x, Tensor) or x.dtype.kind in "fc":
+        return x
+    return promote(op, x, floating=True)[0]
 
 
 def check_same_dtype(op, names, operands):

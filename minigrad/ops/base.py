@@ -161,9 +161,10 @@ def _as_inputs(op, inputs):
     for x in inputs:
         if x is None:
             continue
+        here = x._backend
         if backend is None:
-            backend = x._backend
-        elif x._backend is not backend:
+            backend = here
+        elif here is not backend:
             raise device_mismatch(op.name(), [t for t in inputs if t is not None])
         wants_grad = wants_grad or x.requires_grad
     return inputs, backend or default_backend, wants_grad

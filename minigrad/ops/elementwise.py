@@ -114,7 +114,8 @@ class Div(Op):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved
-        return _grads(ctx, lambda: g / b, lambda: -g * a / (b * b))
+        da = g / b   # db = -(g / b) * a / b: da's division done once, b^2 never formed
+        return _grads(ctx, lambda: da, lambda: -da * a / b)
 
 
 def div(a, b):

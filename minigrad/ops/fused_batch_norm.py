@@ -1,6 +1,7 @@
 """Batch norm two ways with the same numbers: composed from primitives, and fused into one op.
 
     composed_batch_norm = add(mul(normalize(x, axes)[0], gamma), beta)    three tape nodes
+                          (the mul and add: `affine_channels`, shared with the other norms)
     fused_batch_norm    = the same function as one op                     one tape node
 
 Both take (x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None) and return
@@ -82,6 +83,19 @@ def channel_view_shape(shape, axis):
     return tuple(n if i == axis else 1 for i, n in enumerate(shape))
 
 
+def affine_channels(y, weight, bias, axis=1):
+    """The scale and shift of the composed batch norm, per channel c on `axis`:
+
+        out[..., c, ...] = y[..., c, ...] * weight[c] + bias[c]
+
+    (C,) weight and bias are viewed onto `axis` (shape (1, C, 1, 1) for NCHW y); each step is
+    skipped when its vector is None, so y comes back as it is when both are."""
+    view = channel_view_shape(y.shape, axis)
+    if weight is not None:
+        y = y * weight.reshape(view)
+    return y if bias is None else y + bias.reshape(view)
+
+
 def batch_norm_checked(x, gamma, beta, mean, var, *, axis, eps, fused):
     """(y, batch_mean, batch_var): `fused_batch_norm` (fused=True) or `composed_batch_norm`
     (False) on arguments that `check_batch_norm` has passed, with `axis` non-negative: nothing
@@ -95,10 +109,7 @@ def batch_norm_checked(x, gamma, beta, mean, var, *, axis, eps, fused):
     else:
         y, mean, var = Normalize.apply(x, mean.reshape(view), var.reshape(view), axes=axes,
                                        eps=eps)
-    if gamma is not None:
-        y = y * gamma.reshape(view)
-    if beta is not None:
-        y = y + beta.reshape(view)
+    y = affine_channels(y, gamma, beta, axis)
     channels = x.shape[axis]
     # float32 parameters of a float16 input: computed in float32, returned as float16
     y = y if y.dtype == x.dtype else y.astype(x.dtype)

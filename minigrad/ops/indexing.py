@@ -62,7 +62,7 @@ def _check_bounds(x, parts):
             continue
         if _is_int_array(part) and part.size and axis < x.ndim:
             size = x.shape[axis]
-            low, high = (int(v) for v in x.backend.xp.stack([part.min(), part.max()]).tolist())
+            low, high = x.backend.to_host(part.min(), part.max())
             if low < -size or high >= size:
                 bad = high if high >= size else low
                 raise IndexError(f"getitem: index {bad} is out of range for axis {axis} of size "

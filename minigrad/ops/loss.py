@@ -166,7 +166,7 @@ def _index_targets(op, input, target, weight, ignore_index):
     input.backend.check(bad.any(), lambda: (
         f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
         f"of shape {input.shape}"), IndexRangeError)
-    onehot = (xp.arange(classes) == xp.where(kept, flat, 0)[:, None]) & kept[:, None]
+    onehot = (xp.arange(classes) == flat[:, None]) & kept[:, None]   # no match: a zero row
     q = onehot.astype(input.dtype)
     if weight is not None:
         q *= weight.array.astype(input.dtype, copy=False)

@@ -19,11 +19,16 @@ MaxResult = collections.namedtuple("max", ["values", "indices"])
 MinResult = collections.namedtuple("min", ["values", "indices"])
 
 
-def _spread(g, ctx):
-    """The output gradient broadcast back to the input shape, first viewed with the reduced
-    axes kept (not needed, and so no op run, for a single number or a keepdims result)."""
+def _kept(g, ctx):
+    """The output gradient viewed with the reduced axes kept (length 1), so it broadcasts
+    against the input (no op run for a single number or a keepdims result)."""
     kept = kept_shape(ctx.in_shape, ctx.axes)
-    return (g if g.ndim == 0 or g.shape == kept else g.reshape(kept)).broadcast_to(ctx.in_shape)
+    return g if g.ndim == 0 or g.shape == kept else g.reshape(kept)
+
+
+def _spread(g, ctx):
+    """The output gradient broadcast back to the input shape."""
+    return _kept(g, ctx).broadcast_to(ctx.in_shape)
 
 
 def _reduce_setup(ctx, name, x, axis):
@@ -215,9 +220,9 @@ class Var(Op):
         if ctx.over_all and ctx.dof <= 0:
             xp = ctx.xp
             scale = xp.where(centered.array == 0, xp.nan, xp.inf).astype(x.dtype)
-            return _spread(g, ctx) * Tensor.from_array(scale, ctx.backend)
+            return _kept(g, ctx) * Tensor.from_array(scale, ctx.backend)
         scale = 2.0 / ctx.dof if ctx.dof else float("inf")
-        return _spread(g, ctx) * centered * scale
+        return centered * (_kept(g, ctx) * scale)   # as PyTorch: g * scale first, not per element
 
 
 def _correction(op, unbiased, correction):
@@ -269,8 +274,8 @@ class Prod(Op):
     def backward(ctx, g):
         x, out = ctx.saved
         if not (x.array == 0).any():
-            return _spread(g, ctx) * _spread(out, ctx) / x
-        return _spread(g, ctx) * _product_of_others(x, ctx.axes)
+            return _kept(g, ctx) * _kept(out, ctx) / x
+        return _kept(g, ctx) * _product_of_others(x, ctx.axes)
 
 
 def _product_of_others(x, axes):
@@ -321,7 +326,7 @@ class LogSumExp(Op):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved
-        return _spread(g, ctx) * exp(x - _spread(out, ctx))
+        return _kept(g, ctx) * exp(x - _kept(out, ctx))
 
 
 def logsumexp(x, dim=None, keepdim=None, *, axis=None, keepdims=None):

@@ -32,10 +32,10 @@ class Transpose(Op):
 
     @staticmethod
     def forward(ctx, x, axes=None):
+        ctx.inverse = None   # reversing all axes (x.T) is its own inverse
         if axes is None:
-            axes = tuple(reversed(range(x.ndim)))
-        else:
-            axes = tuple([normalize_axis("permute", a, x.shape) for a in axes])
+            return x.transpose()
+        axes = tuple([normalize_axis("permute", a, x.shape) for a in axes])
         if sorted(axes) != list(range(x.ndim)):
             raise ShapeError(f"permute: {axes} is not a permutation of the {x.ndim} axes of a "
                              f"tensor of shape {x.shape} (each axis once)")
@@ -44,7 +44,7 @@ class Transpose(Op):
 
     @staticmethod
     def backward(ctx, g):
-        return g.permute(ctx.inverse)
+        return transpose(g, ctx.inverse)
 
 
 def transpose(x, axes=None):
