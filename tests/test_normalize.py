@@ -468,3 +468,112 @@ def test_one_block_forward_reuses_the_centred_input_bit_for_bit(dtype, shape, ax
     np.testing.assert_allclose(y, yt.detach().numpy(), **tol)
     for ours, theirs in zip([grad for grad in grads if grad is not None], expected, strict=True):
         np.testing.assert_allclose(ours, theirs.numpy(), **tol)
+
+
+# ------------------------------------------------------------ the statistics of many blocks
+
+def _blocks_of(monkeypatch, block):
+    """The CPU kernel walks x in blocks of `block` values (None: x is one block) for this test.
+    Returns the list of the blocks whose statistics were centred on their own rough mean
+    (`_block_moments`: the first block, and the ones far from the pivot)."""
+    monkeypatch.setattr(mg.get_backend("cpu").kernel("batch_norm"), "block_elements", block)
+    recentred = []
+    original = ArrayBatchNorm._block_moments
+
+    def spy(self, block, *args):
+        recentred.append(block.shape)
+        return original(self, block, *args)
+
+    monkeypatch.setattr(ArrayBatchNorm, "_block_moments", spy)
+    return recentred
+
+
+def _check_against_float64_and_torch(x, g, gamma, beta, var_rtol, tol):
+    """Fused and composed batch norm (training) of NCHW x: statistics equal to the bit; mean and
+    var against their float64 definitions (the mean within 16 roundings of the largest |x|), y
+    and every gradient against PyTorch's in x's dtype and in float64, within `tol`."""
+    x64 = x.astype(np.float64)
+    mean_atol = 16 * np.finfo(x.dtype).eps * np.abs(x64).max()
+    mean64, var64 = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+    wide = [a.astype(np.float64) for a in (x, g, gamma, beta)]
+    references = [_torch_batch_norm(x, g, gamma, beta, 1), _torch_batch_norm(*wide, 1)]
+    statistics = []
+    for fn in (mg.ops.fused_batch_norm, mg.ops.composed_batch_norm):
+        y, mean, var, grads = _run(fn, x, g, gamma, beta, 1)
+        np.testing.assert_allclose(var.numpy(), var64, rtol=var_rtol)
+        np.testing.assert_allclose(mean.numpy(), mean64, rtol=0, atol=mean_atol)
+        for y_t, dx_t, dparams_t in references:
+            np.testing.assert_allclose(y.detach().numpy(), y_t, **tol)
+            for ours, theirs in zip(grads, [dx_t] + dparams_t, strict=True):
+                np.testing.assert_allclose(ours.numpy(), theirs, **tol)
+        statistics.append((mean.numpy(), var.numpy()))
+    for fused, composed in zip(*statistics):
+        np.testing.assert_array_equal(fused, composed)
+
+
+BLOCKED_TOLERANCES = {np.float32: (1.5e-6, dict(rtol=1e-4, atol=1e-4)),
+                      np.float64: (2e-15, dict(rtol=1e-10, atol=1e-10))}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_far_from_the_pivot_are_centred_on_their_own_mean(dtype, monkeypatch):
+    """The first batch item 1e4 standard deviations off: the pivot (the first block's mean) is far
+    from every later block, and s2 - s1^2 / n would cancel their M2 (var within about one
+    rounding per block without the re-centring: a few times the tolerance here)."""
+    shape = (256, 3, 4, 5)
+    recentred = _blocks_of(monkeypatch, 3 * 4 * 5)   # one batch item a block: 256 blocks
+    x, g, gamma, beta = _batch_norm_inputs(shape, 1, "affine", dtype=np.float64)
+    x[0] += 1e4 * 1.8
+    x, g, gamma, beta = (a.astype(dtype) for a in (x, g, gamma, beta))
+    _check_against_float64_and_torch(x, g, gamma, beta, *BLOCKED_TOLERANCES[dtype])
+    assert recentred == [(1, 3, 20)] * 2 * shape[0]   # fused and composed: every block
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_near_the_pivot_are_merged_from_one_centring(dtype, monkeypatch):
+    """Batch items alternately 2 standard deviations apart: the blocks' means differ, but by
+    less than 4 of their standard deviations, so no block is centred again; the merge of the
+    pivot-centred sums (mean_b = p + s1 / n, M2_b = s2 - s1^2 / n) gives the statistics."""
+    shape = (64, 3, 4, 5)
+    recentred = _blocks_of(monkeypatch, 3 * 4 * 5)
+    x, g, gamma, beta = _batch_norm_inputs(shape, 1, "affine", dtype=np.float64)
+    x[1::2] += 2 * 1.8
+    x, g, gamma, beta = (a.astype(dtype) for a in (x, g, gamma, beta))
+    _check_against_float64_and_torch(x, g, gamma, beta, *BLOCKED_TOLERANCES[dtype])
+    assert recentred == [(1, 3, 20)] * 2   # fused and composed: the first block only
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block", [None, 120, 7])   # one block; 2 rows; rows cut along Q
+def test_blocked_and_one_block_statistics_match_torch(dtype, block, monkeypatch):
+    shape = (6, 3, 4, 5)
+    _blocks_of(monkeypatch, block)
+    x, g, gamma, beta = _batch_norm_inputs(shape, 1, "affine", dtype=dtype)
+    _check_against_float64_and_torch(x, g, gamma, beta, *BLOCKED_TOLERANCES[dtype])
+    results = []
+    for size in (block, None):
+        monkeypatch.setattr(mg.get_backend("cpu").kernel("batch_norm"), "block_elements", size)
+        y, mean, var, grads = _run(mg.ops.fused_batch_norm, x, g, gamma, beta, 1)
+        results.append([t.detach().numpy() for t in (y, mean, var, *grads)])
+    close = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
+    for blocked, whole in zip(*results, strict=True):
+        np.testing.assert_allclose(blocked, whole, **close)
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("at", [(0, 1, 2, 3), (5, 1, 0, 4)])   # in the first block; a later one
+def test_blocked_statistics_of_inf_or_nan_are_the_plain_ones(value, at, monkeypatch):
+    """The channel holding it: mean sum(x) / M (inf for an inf among finite values, nan for
+    nan), var nan, as NumPy and PyTorch; the other channels are untouched."""
+    _blocks_of(monkeypatch, 60)
+    x = rng(90).standard_normal((8, 3, 4, 5)).astype(np.float32)
+    x[at] = value
+    with np.errstate(invalid="ignore"):
+        _, mean, var = mg.ops.fused_batch_norm(mg.tensor(x))
+        _, mean_c, var_c = mg.ops.normalize(mg.tensor(x), (0, 2, 3))
+    with np.errstate(invalid="ignore"):
+        mean64, var64 = (f(x.astype(np.float64), axis=(0, 2, 3)) for f in (np.mean, np.var))
+    np.testing.assert_allclose(mean.numpy(), mean64, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(var.numpy(), var64, rtol=1e-5)
+    np.testing.assert_array_equal(mean_c.numpy().reshape(-1), mean.numpy())
+    np.testing.assert_array_equal(var_c.numpy().reshape(-1), var.numpy())

@@ -53,6 +53,9 @@ _STACK_ROWS = (8, 4, 2, 1)
 _STACK_MAX_ELEMENTS = 1 << 14
 # _dot_sums: rows of at least this many values go to BLAS (shorter ones lose to einsum)
 _BLAS_MIN_DOT = 1024
+# _moments: a block whose n (mean - pivot)^2 exceeds this many times its M2 is centred on its own
+# mean (below, sum((x - pivot)^2) - n (mean - pivot)^2 loses at most about log2(1 + 16) bits)
+_FAR_BLOCK = 16
 
 
 def accumulation_dtype(xp, dtype):
@@ -295,54 +298,74 @@ class ArrayBatchNorm:
     def _moments(self, x3):
         """(pivot, offset, var, centred): per-channel mean = pivot + offset and biased variance of a
         (P, C, Q) array over P and Q, in the accumulation dtype, with one read of x from memory.
-        Each block, while in cache, is centred on its rough mean c = sum(x) / n and summed again
-        (the corrected two-pass formula: its mean is c + sum(x - c) / n and M2 = sum((x - c)^2) -
-        sum(x - c)^2 / n, so the rounding of c costs nothing); the blocks are then combined
-        exactly (Chan, Golub and LeVeque):  M2 = sum_b [M2_b + n_b (mean_b - mean)^2],  var =
-        M2 / M. The pivot is the first block's c, and each block's mean is kept relative to it
-        (c_b - pivot + sum(x - c_b) / n_b: small numbers), so the mean of data with a large
-        offset next to a small spread keeps the digits a rounded mean would lose (see _affine).
-        `centred` is x - pivot in the scratch buffer when x was one block (its only centring:
-        `_affine` starts from it), else None."""
+        The first block, while in cache, is centred on its rough mean c = sum(x) / n and summed
+        again (the corrected two-pass formula: its mean is c + sum(x - c) / n and M2 =
+        sum((x - c)^2) - sum(x - c)^2 / n, so the rounding of c costs nothing). That c is the
+        pivot p, and every other block is centred on it in one pass, the same two sums giving
+
+            mean_b = p + s1 / n_b,  M2_b = s2 - s1^2 / n_b    (s1 = sum(x - p), s2 = sum((x - p)^2))
+
+        except where the block's shift dominates its spread, n_b (mean_b - p)^2 > _FAR_BLOCK *
+        M2_b, and s2 - s1^2 / n_b would cancel the digits of M2_b: such a block (found once all
+        are summed) is read again and centred on its own rough mean, as the first. The blocks
+        are then combined exactly (Chan, Golub and LeVeque): M2 = sum_b [M2_b + n_b (mean_b -
+        mean)^2], var = M2 / M. Each block's mean is kept relative to the pivot (small numbers),
+        so the mean of data with a large offset next to a small spread keeps the digits a
+        rounded mean would lose (see _affine). `centred` is x - pivot in the scratch buffer when
+        x was one block (its only centring: `_affine` starts from it), else None."""
         xp = self.xp
         acc = accumulation_dtype(xp, x3.dtype)
         shape, blocks = self._plan(x3)
+        first = x3[blocks[0]]
         scratch = self._scratch(shape, acc)
+        rough, drift, m2, n = self._block_moments(first, scratch, acc)
         if len(blocks) == 1:
-            rough, drift, m2, n = self._block_moments(x3, scratch, acc)
             pivot, offset = _plain_where_infinite(xp, rough, drift, rough)
             return pivot, offset, m2 / n, scratch if pivot is rough else None
         channels = x3.shape[1]
-        roughs = xp.empty((len(blocks), channels), acc)
         offsets = xp.empty((len(blocks), channels), acc)
         squares = xp.empty((len(blocks), channels), acc)
+        shifts = xp.empty((len(blocks), channels), acc)
         counts = xp.empty((len(blocks), 1), acc)
-        for i, index in enumerate(blocks):
-            block = x3[index]
-            roughs[i], drift, squares[i], counts[i] = self._block_moments(
+        offsets[0], squares[0], shifts[0], counts[0] = drift, m2, 0, n
+        others = self._centred_blocks(x3, rough, acc, (shape, blocks[1:]))
+        for i, (_, centred) in enumerate(others, 1):
+            offsets[i], squares[i], shifts[i], counts[i] = self._centred_moments(centred)
+        far = (shifts > _FAR_BLOCK * squares).any(axis=1)
+        for i in xp.flatnonzero(far).tolist():   # far from the pivot: one more read of x
+            block = x3[blocks[i]]
+            own, drift, squares[i], _ = self._block_moments(
                 block, scratch[:block.shape[0], :, :block.shape[2]], acc)
-            offsets[i] = (roughs[i] - roughs[0]) + drift
+            offsets[i] = (own - rough) + drift
         count = acc.type(x3.shape[0] * x3.shape[2])
         offset, var = merge_moments(counts, offsets, squares, count)
         pivot, offset = _plain_where_infinite(
-            xp, roughs[0], offset, lambda: (counts * roughs).sum(axis=0) / count)
+            xp, rough, offset, lambda: xp.einsum("pcq->c", x3, dtype=acc) / count)
         return pivot, offset, var, None
 
     def _block_moments(self, block, centred, acc):
         """(c, mean - c, M2, n) of one (p, C, q) block with c its rough mean, centring it into
         the buffer `centred` (see _moments)."""
         xp = self.xp
-        n = block.shape[0] * block.shape[2]
         # einsum: the fastest per-channel sums in NumPy (CuPy's takes no out=)
         rough = xp.einsum("pcq->c", block, dtype=acc)
-        rough /= n
+        rough /= block.shape[0] * block.shape[2]
         (shift,) = self._spread([rough], block, block.shape)
         self._per_channel(xp.subtract, block, shift, centred)
+        drift, m2, _, n = self._centred_moments(centred)
+        return rough, drift, m2, n
+
+    def _centred_moments(self, centred):
+        """(d, M2, n d^2, n) of a block from its values centred on some c (the buffer
+        `centred`, x - c): d = mean - c = sum(x - c) / n, M2 = sum((x - c)^2) - n d^2."""
+        xp = self.xp
+        n = centred.shape[0] * centred.shape[2]
         drift = xp.einsum("pcq->c", centred)
         drift /= n
+        shift = n * drift * drift
         m2 = _dot_sums(xp, centred, centred)
-        m2 -= n * drift * drift
-        return rough, drift, m2, n
+        m2 -= shift
+        return drift, m2, shift, n
 
     # ---------------------------------------------------------------- the three kernels
     def forward_train(self, x, gamma, beta, axis, eps):
