@@ -279,8 +279,8 @@ def test_batch_norm_of_a_large_mean_next_to_a_small_spread(shape):
                                        ((4, 3, 128, 128), (2, 1, 64, 64))])
 def test_batch_norm_of_inputs_holding_inf_or_nan_matches_torch(shape, at, value):
     """The channel holding it: y nan, running mean inf (an inf among finite values) or nan,
-    running variance nan, as PyTorch; the other channels are untouched (the largest shape takes
-    the blocked path of the NumPy kernel)."""
+    running variance nan, as PyTorch; the other channels are untouched. (Each shape here is one
+    block of the NumPy kernel; tests/test_normalize.py puts them in later blocks too.)"""
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
     x[at] = value
     layers = (mg.nn.BatchNorm1d, torch.nn.BatchNorm1d) if len(shape) == 2 else (
