@@ -63,6 +63,26 @@ def test_index_tensors_are_checked_too():
         x[mg.tensor([1, 3])]
 
 
+class DeferringDevice(NumpyBackend):
+    """A stand-in device that defers checks but takes arrays as they are (an index array)."""
+    name, device = "deferring", "deferring"
+    defers_checks = True
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend(), DeferringDevice()], ids=["cpu", "device"])
+def test_index_bounds_are_read_as_python_ints_on_either_kind_of_backend(backend, monkeypatch):
+    """Backend.to_host: one stacked copy where a read stalls the device, plain reads on the
+    CPU; the bounds check reads the smallest and largest index either way."""
+    stacked = []
+    monkeypatch.setattr(np, "stack", lambda arrays: stacked.append(len(arrays)) or np.array(
+        [a.item() for a in arrays]))
+    assert backend.to_host(np.array(7), np.array(-2)) == [7, -2]
+    x, index = on_device(np.zeros((3, 4)), backend), on_device(np.array([0, 3]), backend)
+    with pytest.raises(IndexError, match="index 3 is out of range for axis 0 of size 3"):
+        x[index]
+    assert stacked == ([2, 2] if backend.defers_checks else [])
+
+
 # ---------------------------------------------------------------- dropout on the device
 
 def test_dropout_draws_its_mask_on_the_inputs_device():
