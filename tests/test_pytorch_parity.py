@@ -359,3 +359,38 @@ def test_indexing_beside_ints_passes_gradcheck_to_second_order():
     (tgrad,) = torch.autograd.grad((tx[index] ** 2).sum(), [tx], create_graph=True)
     tsecond = torch.autograd.grad((tgrad * tgrad).sum(), [tx])[0]
     np.testing.assert_allclose(second.numpy(), tsecond.numpy())
+
+
+# ---------------------------------------------------------------- backwards shortened for speed
+# (issue 21): each against PyTorch in float32 and float64, forward and every input gradient.
+SHORTENED = {
+    "div, broadcast divisor": (lambda m, a, b: a / b, [(6, 5), (1, 5)]),
+    "var over an axis": (lambda m, a: a.var(0), [(6, 5)]),
+    "var keepdim, biased": (lambda m, a: a.var(1, keepdim=True, unbiased=False), [(6, 5)]),
+    "prod": (lambda m, a: a.prod(1), [(6, 5)]),
+    "logsumexp": (lambda m, a: m.logsumexp(a, 1), [(6, 5)]),
+    "matrix .T": (lambda m, a: a.T * a.T, [(6, 5)]),
+    "matrix swapaxes and mT": (lambda m, a, b: a.swapaxes(0, 1) @ b.mT, [(6, 5), (4, 6)]),
+    "matmul": (lambda m, a, b: a @ b, [(6, 5), (5, 4)]),
+    "tanh": (lambda m, a: m.tanh(a), [(6, 5)]),
+    "embedding gather": (lambda m, a: a[m.tensor([[0, 3], [5, 0]])], [(6, 5)]),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", list(SHORTENED))
+def test_shortened_backwards_match_torch(name, dtype):
+    f, shapes = SHORTENED[name]
+    rng = np.random.default_rng(3)
+    arrays = [(rng.standard_normal(s) * 0.5 + 1.5).astype(dtype) for s in shapes]
+    ours = [mg.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = f(mg, *ours), f(torch, *theirs)
+    upstream = rng.standard_normal(tuple(ref.shape)).astype(dtype)
+    got = mg.grad(out, ours, mg.tensor(upstream))
+    want = torch.autograd.grad(ref, theirs, torch.tensor(upstream))
+    tol = {"float32": 2e-5, "float64": 1e-12}[dtype]
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == out.dtype
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol)
