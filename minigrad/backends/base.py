@@ -40,7 +40,7 @@ class Backend:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        flags = self.xp.stack([failed for failed, _, _ in pending]).tolist()
+        flags = self.to_host(*[failed for failed, _, _ in pending])
         for (_, describe, error), failed in zip(pending, flags, strict=True):
             if failed:
                 raise error(describe() + " (found at the first read of device data after "
