@@ -95,7 +95,8 @@ class Node:
 
 
 def _holds_arrays(ctx):
-    """Whether forward kept an array on ctx as an attribute (a loop: every node asks)."""
+    """Whether forward kept an array on ctx as an attribute (a loop: every node asks, so the
+    engine's own fields of an op's Context are slots, outside vars(ctx))."""
     ndarray = ctx.xp.ndarray
     for value in vars(ctx).values():
         if isinstance(value, ndarray):

@@ -29,6 +29,11 @@ class Context:
               differentiated as a constant (minigrad/saved_values.py).
     """
 
+    # The engine's fields; what forward adds (ctx.axis = ...) lands in __dict__, which is then
+    # all that Node.release looks through for arrays kept for backward.
+    __slots__ = ("backend", "xp", "needs_input_grad", "op", "saved_arrays", "non_differentiable",
+                 "dropped_inputs", "_saved", "__dict__")
+
     def __init__(self, backend, needs_input_grad, op):
         self.backend = backend
         self.xp = backend.xp
