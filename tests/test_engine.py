@@ -165,6 +165,47 @@ def test_a_walked_node_keeps_data_free_stand_ins_shared_per_shape_and_dtype():
     assert len(same) >= 2 and all(a is same[0] for a in same)   # one shared broadcast zero
 
 
+class KeptMask(Op):
+    """relu that keeps its mask as a ctx attribute (not with ctx.save); `ctx.label`, a plain
+    value, is kept too."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mask, ctx.label = x > 0, "relu"
+        return x * ctx.mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * mg.tensor(ctx.mask)
+
+
+class KeptLabel(Op):
+    """y = 3 x, keeping only a plain value on ctx."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.label = "triple"
+        return 3 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * g
+
+
+def test_a_node_that_kept_an_array_on_ctx_is_freed_and_one_with_plain_values_is_not():
+    """As in PyTorch: an array forward left on ctx (a mask) is freed with the graph, so a second
+    walk is an error; a node that kept only plain values (no arrays) can be walked again."""
+    x = leaf([-1.0, 2.0])
+    y = KeptMask.apply(x * 1.0).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match=r"second time.*kept_mask \(node \d+\)"):
+        y.backward()
+    z = KeptLabel.apply(x).sum()
+    z.backward()
+    z.backward()   # nothing saved: walked twice, as c = b + 1 is in PyTorch
+    np.testing.assert_array_equal(x.grad.detach().numpy(), [0.0 + 6.0, 1.0 + 6.0])
+
+
 def test_retain_graph_allows_a_second_backward():
     x = leaf([1.0, 2.0])
     y = (x * x).sum()
