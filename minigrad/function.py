@@ -128,7 +128,7 @@ class Function:
         backend = first.backend if first is not None else get_backend()
         ctx = FunctionCtx(cls, tuple([t is not None and t.requires_grad for t in tensors]),
                           backend)
-        with grad_mode.no_grad():
+        with grad_mode.switched_to(False):   # no_grad, by the engine's cheaper switch
             if cls.setup_context is Function.setup_context:
                 output = cls.forward(ctx, *args, **kwargs)
             else:
@@ -275,7 +275,7 @@ def once_differentiable(backward):
     silently giving zero, as PyTorch's `once_differentiable` does."""
     @functools.wraps(backward)
     def wrapper(ctx, *grads):
-        with grad_mode.no_grad():
+        with grad_mode.switched_to(False):   # no_grad, by the engine's cheaper switch
             results = backward(ctx, *grads)
         if not grad_mode.is_grad_enabled():
             return results
