@@ -205,10 +205,10 @@ class Winograd3x3:
 
 
 def _split_columns(x, halves):
-    """halves (..., 2, w, N) = x (..., 2w, N) with its even and odd columns apart. Column 2j + b
-    of every tile is then column j of half b, so the transforms' operands are runs of w * N
-    values instead of N (NumPy's loop over a run of N = 32 values costs about twice the
-    arithmetic); the copy is one such slow pass instead of four."""
+    """halves (..., 2, w, N) = x (..., 2w, N) with its even and odd columns apart: column 2j + b
+    of x is column j of half b, so the columns 2j .. 2j + 3 of a tile are columns j and j + 1 of
+    the two halves, and the transforms' operands are runs of w * N values instead of N (NumPy's
+    loop over a run of N = 32 values costs about twice the arithmetic). The copy makes one such
+    slow pass over the window where the column pass made four over the tiles."""
     halves[..., 0, :, :] = x[..., 0::2, :]
     halves[..., 1, :, :] = x[..., 1::2, :]
-
