@@ -239,10 +239,8 @@ class Tensor:
     def _without_data(self):
         """A stand-in with this tensor's shape, dtype, graph position and counter but no memory
         of its own: a broadcast view of a single zero (shared: Backend.placeholder)."""
-        t = object.__new__(Tensor)
-        t.array, t.requires_grad, t._grad, t._node, t._index, t._backend, t._version_counter = (
-            self._backend.placeholder(self.shape, self.dtype), self.requires_grad, None,
-            self._node, self._index, self._backend, self._version_counter)
+        t = self._alias()
+        t.array = self._backend.placeholder(self.shape, self.dtype)
         return t
 
     # ------------------------------------------------------------------ properties
