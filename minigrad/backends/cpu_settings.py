@@ -1,14 +1,20 @@
-"""CPU process settings: the BLAS thread pool and glibc's allocator thresholds.
+"""CPU process settings: minigrad's threads and glibc's allocator thresholds.
 
 minigrad's CPU ops are NumPy, which runs in one thread except for matrix products: those go to
 the BLAS library NumPy was built with (OpenBLAS in the pip wheels), which has its own pool of
-threads. `set_num_threads` / `get_num_threads` control that pool through threadpoolctl.
+threads. minigrad's own pool, the kernel threads (kernel_threads.py), runs the blocks of its
+convolution kernels side by side.
 
-At import minigrad sets the pool to one thread, unless the user chose a count with one of the
-variables in THREAD_VARIABLES. minigrad's products are small (a LeNet-5 or ResNet-20 at batch
-64) and everything around them is single-threaded, so a second BLAS thread gains little on an
-idle machine; on a busy one its spinning workers make each product several times slower
-(benchmarks/README.md has the measurements).
+`set_num_threads(n)` gives the kernel threads n threads and keeps BLAS at one thread a product:
+OpenBLAS's workers spin for a while after each product, and beside a second kernel thread they
+take the core it needs (a ResNet-20 step at two threads: 180 ms with one BLAS thread, 218 ms with
+two; 179 ms with two when OPENBLAS_THREAD_TIMEOUT shortens the spin). `get_num_threads` reads the
+kernel threads' count. BLAS gains little from a second thread at minigrad's sizes anyway (a
+LeNet-5 or ResNet-20 at batch 64), and on a busy machine its spinning makes each product several
+times slower (benchmarks/README.md has the measurements).
+
+At import minigrad sets BLAS to one thread, unless the user chose a count with one of the
+variables in THREAD_VARIABLES; the kernel threads start at one either way.
 
 `tune_cpu` is the one helper the example and the benchmarks call: threads, plus glibc's malloc
 thresholds raised so freed NumPy temporaries are reused rather than mapped afresh each step.
@@ -16,6 +22,8 @@ thresholds raised so freed NumPy temporaries are reused rather than mapped afres
 import ctypes
 import ctypes.util
 import os
+
+from .kernel_threads import kernel_threads
 
 # Variables through which a user picks the BLAS (or OpenMP) thread count: when one is set, the
 # import-time default leaves the pool alone.
@@ -38,17 +46,19 @@ def _blas_pools():
 
 
 def set_num_threads(n):
-    """Use `n` threads for matrix products (the BLAS pool of every BLAS library loaded, NumPy's
-    OpenBLAS among them). The rest of minigrad's CPU work runs in one thread whatever `n` is."""
+    """Run minigrad's CPU kernels on `n` threads: the blocks of a convolution side by side
+    (kernel_threads.py), each matrix product on one BLAS thread (every BLAS library loaded,
+    NumPy's OpenBLAS among them; see the module docstring for why one)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
     for pool in _blas_pools():
-        pool.set_num_threads(n)
+        pool.set_num_threads(1)
+    kernel_threads.resize(n)
 
 
 def get_num_threads():
-    """The number of threads matrix products use (1 when NumPy's BLAS has no thread pool)."""
-    return max((pool.num_threads for pool in _blas_pools()), default=1)
+    """The number of threads minigrad's CPU kernels run on (set_num_threads)."""
+    return kernel_threads.count
 
 
 def apply_default_threads():
@@ -83,16 +93,22 @@ def tune_malloc():
     return in_force
 
 
+def blas_threads():
+    """The number of threads a matrix product uses (1 when NumPy's BLAS has no thread pool)."""
+    return max((pool.num_threads for pool in _blas_pools()), default=1)
+
+
 def tune_cpu(threads=None, malloc=True):
-    """Settings for CPU training, in one call: `threads` BLAS threads (when given; otherwise the
-    count in force stays, one by default) and, with `malloc`, glibc's allocator thresholds
-    raised (`tune_malloc`). Returns {setting: value in force}, for printing."""
+    """Settings for CPU training, in one call: `threads` threads (`set_num_threads`, when given;
+    otherwise the count in force stays, one by default) and, with `malloc`, glibc's allocator
+    thresholds raised (`tune_malloc`). Returns {setting: value in force}, for printing."""
     if threads is not None:
         set_num_threads(threads)
+    settings = {"threads": str(get_num_threads())}
     try:
-        settings = {"blas_threads": str(get_num_threads())}
+        settings["blas_threads"] = str(blas_threads())
     except ImportError:
-        settings = {"blas_threads": "library default (threadpoolctl not installed)"}
+        settings["blas_threads"] = "library default (threadpoolctl not installed)"
     if malloc:
         settings.update(tune_malloc())
     return settings

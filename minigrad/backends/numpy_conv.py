@@ -39,6 +39,7 @@ The measurements are in benchmarks/README.md.
 """
 import threading
 
+from .kernel_threads import kernel_threads
 from .numpy_winograd import Winograd3x3
 
 SHORT_CONTRACTION = 100   # below this contraction length the products run per output row
@@ -49,19 +50,21 @@ CORRELATION_MIN_CHANNELS = 16   # stride-1 transposed products with this many ou
 
 
 class BlockedConv2d:
-    """conv2d's products on the CPU, the im2col matrix in blocks (see the module docstring)."""
+    """conv2d's products on the CPU, the im2col matrix in blocks (see the module docstring),
+    the blocks run on `threads` (kernel_threads.py)."""
 
     def __init__(self, xp, block_elements=BLOCK_ELEMENTS, short_contraction=SHORT_CONTRACTION,
                  winograd_min_channels=WINOGRAD_MIN_CHANNELS,
                  winograd_grad_min_channels=WINOGRAD_GRAD_MIN_CHANNELS,
-                 correlation_min_channels=CORRELATION_MIN_CHANNELS):
+                 correlation_min_channels=CORRELATION_MIN_CHANNELS, threads=kernel_threads):
         self.xp = xp
         self.block_elements = block_elements
         self.short_contraction = short_contraction
         self.winograd_min_channels = winograd_min_channels   # None: never
         self.winograd_grad_min_channels = winograd_grad_min_channels   # None: never
         self.correlation_min_channels = correlation_min_channels   # None: never
-        self.winograd = Winograd3x3(xp, 2 * block_elements)
+        self.threads = threads
+        self.winograd = Winograd3x3(xp, 2 * block_elements, threads)
         self._local = threading.local()   # one reused block buffer per thread
 
     def _winograd_input(self, windows, min_channels):
@@ -76,24 +79,27 @@ class BlockedConv2d:
         return self.xp.lib.stride_tricks.as_strided(
             windows, (c, ho + 2, wo + 2, n), strides[:3] + strides[5:])
 
-    def _blocks(self, windows):
-        """The im2col matrix in blocks of whole output rows: yields (y0, y1, cols) with cols the
-        (C*kh*kw, y1 - y0, Wo*N) columns of output rows y0..y1-1, copied from the window view
-        into a buffer that the next block reuses."""
+    def _rows(self, windows):
+        """The im2col matrix's blocks of whole output rows, [(y0, y1)]: as many rows as keep a
+        block within block_elements values."""
+        c, kh, kw, ho, wo, n = windows.shape
+        step = max(1, min(ho, self.block_elements // (c * kh * kw * wo * n)))
+        return [(y0, min(y0 + step, ho)) for y0 in range(0, ho, step)]
+
+    def _cols(self, windows, y0, y1, block_rows):
+        """The (C*kh*kw, y1 - y0, Wo*N) columns of output rows y0..y1-1, copied from the window
+        view into this thread's buffer, which the next block reuses (`block_rows`: the rows of
+        the largest block, so one buffer serves them all)."""
         c, kh, kw, ho, wo, n = windows.shape
         per_row = c * kh * kw * wo * n
-        step = max(1, min(ho, self.block_elements // per_row))
-        size = step * per_row
         buffer = getattr(self._local, "buffer", None)
-        if buffer is None or buffer.dtype != windows.dtype or buffer.size < size:
-            buffer = self.xp.empty(size, windows.dtype)
-            if step < ho:   # keep only block-sized buffers
+        if buffer is None or buffer.dtype != windows.dtype or buffer.size < block_rows * per_row:
+            buffer = self.xp.empty(block_rows * per_row, windows.dtype)
+            if block_rows < ho:   # keep only block-sized buffers
                 self._local.buffer = buffer
-        for y0 in range(0, ho, step):
-            y1 = min(y0 + step, ho)
-            cols = buffer[:(y1 - y0) * per_row].reshape(c, kh, kw, y1 - y0, wo, n)
-            cols[...] = windows[:, :, :, y0:y1]   # the im2col copy of this block
-            yield y0, y1, cols.reshape(c * kh * kw, y1 - y0, wo * n)
+        cols = buffer[:(y1 - y0) * per_row].reshape(c, kh, kw, y1 - y0, wo, n)
+        cols[...] = windows[:, :, :, y0:y1]   # the im2col copy of this block
+        return cols.reshape(c * kh * kw, y1 - y0, wo * n)
 
     def forward(self, weight, windows):
         """W @ cols as (O, Ho, Wo, N), block by block, each product written in place."""
@@ -104,12 +110,20 @@ class BlockedConv2d:
             return self.winograd.correlate(weight, padded, ho, wo)
         out = xp.empty((o, ho, wo * n), dtype=xp.result_type(weight.dtype, windows.dtype))
         flat, w2 = out.reshape(o, -1), weight.reshape(o, -1)
-        for y0, y1, cols in self._blocks(windows):
-            if cols.shape[0] < self.short_contraction:   # per output row: (rows, O, Wo*N)
+        rows = self._rows(windows)
+        block_rows, contraction = rows[0][1], w2.shape[1]
+        short = contraction < self.short_contraction   # one product an output row
+
+        def block(place):   # writes its own output rows
+            y0, y1 = place
+            cols = self._cols(windows, y0, y1, block_rows)
+            if short:   # per output row: (rows, O, Wo*N)
                 xp.matmul(w2, cols.swapaxes(0, 1), out=out[:, y0:y1].swapaxes(0, 1))
             else:
                 xp.matmul(w2, cols.reshape(cols.shape[0], -1),
                           out=flat[:, y0 * wo * n:y1 * wo * n])
+
+        self.threads.map(block, rows, o * contraction * wo * n * (1 if short else block_rows))
         return out.reshape(o, ho, wo, n)
 
     def input_grad(self, weight, g):
@@ -131,9 +145,17 @@ class BlockedConv2d:
             return self.winograd.weight_grad(g, padded).astype(dtype, copy=False)
         g3 = g.reshape(o, ho, wo * n)   # a view when g has the forward's layout
         contraction = windows.shape[0] * windows.shape[1] * windows.shape[2]
+        rows = self._rows(windows)
+        block_rows = rows[0][1]
+
+        def block(place):   # this block's share of dW^T, (C*kh*kw, O)
+            y0, y1 = place
+            cols = self._cols(windows, y0, y1, block_rows)
+            return cols.reshape(contraction, -1) @ g3[:, y0:y1].reshape(o, -1).T
+
         dw_t = xp.zeros((contraction, o), dtype=xp.result_type(windows.dtype, g.dtype))
-        for y0, y1, cols in self._blocks(windows):
-            dw_t += cols.reshape(contraction, -1) @ g3[:, y0:y1].reshape(o, -1).T
+        for part in self.threads.map(block, rows, o * contraction * block_rows * wo * n):
+            dw_t += part   # in the blocks' order, whichever thread made them
         return dw_t.T.reshape((o,) + windows.shape[:3]).astype(dtype, copy=False)
 
     def transposes(self, weight_shape, stride, padding, dilation):

@@ -30,13 +30,17 @@ between blocks).
 """
 import threading
 
+from .kernel_threads import kernel_threads
+
 
 class Winograd3x3:
-    """F(2x2, 3x3) for (O, C, 3, 3) weights on even output sizes (see the module docstring)."""
+    """F(2x2, 3x3) for (O, C, 3, 3) weights on even output sizes (see the module docstring).
+    The blocks run on `threads` (kernel_threads.py), each in its own thread's buffers."""
 
-    def __init__(self, xp, block_elements):
+    def __init__(self, xp, block_elements, threads=kernel_threads):
         self.xp = xp
         self.block_elements = block_elements   # values of one block of transformed tiles
+        self.threads = threads
         self._local = threading.local()
 
     def _buffer(self, name, shape, dtype):
@@ -75,14 +79,20 @@ class Winograd3x3:
         out[1:3] *= 0.5
 
     def _blocks(self, ho, wo, per_tile):
-        """Blocks of tiles, (t0, t, s0, w): t tile rows from t0 and w tile columns from s0, as
+        """Blocks of tiles, [(t0, t, s0, w)]: t tile rows from t0 and w tile columns from s0, as
         many as keep `per_tile` transformed values a tile within block_elements."""
         tiles_h, tiles_w = ho // 2, wo // 2
         width = max(1, min(tiles_w, self.block_elements // per_tile))   # tile columns a block
         step = max(1, min(tiles_h, self.block_elements // (per_tile * width)))   # tile rows
-        for t0 in range(0, tiles_h, step):
-            for s0 in range(0, tiles_w, width):
-                yield t0, min(step, tiles_h - t0), s0, min(width, tiles_w - s0)
+        return [(t0, min(step, tiles_h - t0), s0, min(width, tiles_w - s0))
+                for t0 in range(0, tiles_h, step) for s0 in range(0, tiles_w, width)]
+
+    def _map(self, block, ho, wo, per_tile, macs_per_tile):
+        """block(place) for the places of `_blocks(ho, wo, per_tile)`, on the kernel threads
+        (`macs_per_tile`: the multiply-adds of a block's product, a tile position)."""
+        places = self._blocks(ho, wo, per_tile)
+        _, t, _, w = places[0]
+        return self.threads.map(block, places, macs_per_tile * t * w)
 
     def _tiles(self, padded, t0, t, s0, w):
         """B^T d B of the block's input tiles, as (4, 4, C, t, w, N) in a reused buffer. The
@@ -103,12 +113,16 @@ class Winograd3x3:
         o = weight.shape[0]
         u = self.filter_transform(weight.astype(dtype, copy=False))
         out = xp.empty((o, ho, wo, n), dtype)
-        for t0, t, s0, w in self._blocks(ho, wo, 16 * max(c, o) * n):
+
+        def block(place):   # writes its own tiles of out
+            t0, t, s0, w = place
             tiles = self._tiles(padded, t0, t, s0, w)
             products = self._buffer("products", (4, 4, o, t, w, n), dtype)
             xp.matmul(u, tiles.reshape(16, c, -1), out=products.reshape(16, o, -1))
             self._output_transform(products, self._buffer("sums", (2, 4, o, t, w, n), dtype),
                                    out[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)])
+
+        self._map(block, ho, wo, 16 * max(c, o) * n, 16 * o * c * n)
         return out
 
     def weight_grad(self, g, padded):
@@ -120,18 +134,20 @@ class Winograd3x3:
         o, ho, wo, n = g.shape
         c = padded.shape[0]
         padded = padded.astype(dtype, copy=False)
-        m = xp.zeros((16, o, c), dtype)
-        part = xp.empty_like(m)
-        # the products are only (16, O, C): blocks of twice the values pay (512K: 8.3 ms at 64
-        # channels, 16 px, batch 32, against 9.2 at 256K and 7.8 at 1M; 32 px: 10.3, 11.5, 13.8)
-        for t0, t, s0, w in self._blocks(ho, wo, 8 * (c + o) * n):
+
+        def block(place):   # this block's share of m, (16, O, C)
+            t0, t, s0, w = place
             tiles = self._tiles(padded, t0, t, s0, w)
             g_tiles = self._buffer("g tiles", (4, 4, o, t, w, n), dtype)
             self._gradient_transform(g[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)],
                                      self._buffer("g rows", (4, o, t, 2 * w, n), dtype), g_tiles)
-            xp.matmul(g_tiles.reshape(16, o, -1), tiles.reshape(16, c, -1).swapaxes(1, 2),
-                      out=part)
-            m += part
+            return xp.matmul(g_tiles.reshape(16, o, -1), tiles.reshape(16, c, -1).swapaxes(1, 2))
+
+        # the products are only (16, O, C): blocks of twice the values pay (512K: 8.3 ms at 64
+        # channels, 16 px, batch 32, against 9.2 at 256K and 7.8 at 1M; 32 px: 10.3, 11.5, 13.8)
+        m = xp.zeros((16, o, c), dtype)
+        for part in self._map(block, ho, wo, 8 * (c + o) * n, 16 * o * c * n):
+            m += part   # in the blocks' order, whichever thread made them
         return self._weight_transform(m.reshape(4, 4, o, c))
 
     @staticmethod

@@ -1,0 +1,73 @@
+"""The kernel threads: a small pool that runs the independent blocks of one CPU kernel (the
+blocks of a convolution) on several cores at once.
+
+NumPy lets go of the GIL inside its array loops and BLAS calls, so blocks that are mostly array
+work overlap. A kernel split this way has each block write its own part of the output, or return
+a part that the kernel then sums in the blocks' order, so the result is bit for bit the same at
+any thread count. The blocks go out in one contiguous run a thread, so a kernel call costs one
+handoff a worker, not one a block: a round before this one handed out every block by itself and
+lost to one thread (benchmarks/README.md). Small products do not pay either: two threads
+calling OpenBLAS at once for products of a few tens of microseconds each ran slower than one
+thread calling them in turn, so a kernel whose blocks' products are under MIN_BLOCK_MACS
+multiply-adds runs in one thread. LeNet-5's first conv at batch 64 split in two: forward
+((6, 25) @ (25, 1792) an output row, 270K multiply-adds) 354 -> 541 us, weight gradient
+((25, 3584) @ (3584, 6), 540K) 388 -> 677 us; its second conv's blocks of 1.5M gained 10 % by
+themselves and nothing in a training step (7.61 ms a step at one thread, 7.78 split); a
+ResNet-20's, 2.4M and more, 15-30 % (its step 206 -> 180 ms). `mg.set_num_threads(n)` sizes the
+pool (cpu_settings.py); at one thread, the default, `map` is a plain loop in the caller.
+"""
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+
+MIN_BLOCK_MACS = 1 << 21   # multiply-adds of one product in a block, at least, to split
+
+
+class KernelThreads:
+    """`map(block, items, block_macs)` over `count` threads: the caller and count - 1
+    workers."""
+
+    def __init__(self):
+        self.count = 1
+        self._executor = None
+        self._lock = threading.Lock()   # one resize at a time
+        self._local = threading.local()   # .in_block: this thread runs a block now
+
+    def resize(self, count):
+        """Use `count` threads from now on (the old workers finish what they run first)."""
+        with self._lock:
+            old, self._executor = self._executor, (
+                ThreadPoolExecutor(count - 1, thread_name_prefix="minigrad-kernel")
+                if count > 1 else None)
+            self.count = count
+        if old is not None:
+            old.shutdown(wait=True)
+
+    def map(self, block, items, block_macs):
+        """[block(item) for item in items], in order, the items shared out in contiguous runs,
+        one a thread. `block_macs`: the multiply-adds of one BLAS product in a block.
+        Runs in the caller alone at one thread, for fewer than two items, for products under
+        MIN_BLOCK_MACS, or when called from inside a block (blocks do not split again)."""
+        executor = self._executor
+        count = min(self.count, len(items)) if executor is not None else 1
+        if (count < 2 or block_macs < MIN_BLOCK_MACS
+                or getattr(self._local, "in_block", False)):
+            return [block(item) for item in items]
+        bounds = [len(items) * k // count for k in range(count + 1)]
+        runs = [items[bounds[k]:bounds[k + 1]] for k in range(count)]
+        futures = [executor.submit(self._run, block, run) for run in runs[1:]]
+        try:
+            first = self._run(block, runs[0])
+        finally:   # the workers write into the caller's arrays: let them finish either way
+            wait(futures)
+        rest = [future.result() for future in futures]
+        return [result for run in [first] + rest for result in run]
+
+    def _run(self, block, run):
+        self._local.in_block = True
+        try:
+            return [block(item) for item in run]
+        finally:
+            self._local.in_block = False
+
+
+kernel_threads = KernelThreads()
