@@ -11,7 +11,7 @@ is timed). The input lies in memory as minigrad's layers leave their outputs, (C
 PyTorch's is NCHW-contiguous, its own layout. The two frameworks alternate, call by call, after
 a warm-up and a check that their outputs agree; the medians and their ratio (minigrad /
 PyTorch, below 1: minigrad is faster) are printed per thread count. PyTorch's threads are set
-with torch.set_num_threads, minigrad's (NumPy's BLAS) with
+with torch.set_num_threads, minigrad's (its kernel threads; BLAS one a product) with
 mg.set_num_threads, to the same number.
 """
 import argparse

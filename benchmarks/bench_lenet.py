@@ -10,7 +10,7 @@ run in alternating chunks (minigrad, PyTorch, minigrad, ...), so a change in mac
 both alike; the report gives each framework's median step time and their ratio, per-chunk ratio
 spread, the thread counts, the malloc settings and the peak memory.
 
-Process settings come from `mg.tune_cpu`, as in the example (BLAS threads, glibc's malloc
+Process settings come from `mg.tune_cpu`, as in the example (threads, glibc's malloc
 thresholds); --no-malloc-tuning leaves glibc's defaults. The report says what was in force.
 """
 import argparse
@@ -105,7 +105,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bn", choices=("fused", "composed", "none"), default="fused")
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads for both PyTorch and minigrad's BLAS (default: PyTorch's "
+                        help="threads for both PyTorch and minigrad (default: PyTorch's "
                              "default for both; minigrad's default with --no-torch)")
     parser.add_argument("--no-torch", action="store_true", help="time minigrad alone")
     parser.add_argument("--no-malloc-tuning", action="store_true")

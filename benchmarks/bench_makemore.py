@@ -165,7 +165,7 @@ def report(title, walls, chunk_ratios):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, choices=(1, 2), default=1,
-                        help="threads for PyTorch and minigrad's BLAS alike")
+                        help="threads for PyTorch and minigrad alike")
     parser.add_argument("--steps", type=int, default=300, help="timed steps per framework")
     parser.add_argument("--chunk", type=int, default=20, help="steps per alternating chunk")
     parser.add_argument("--warmup", type=int, default=20)

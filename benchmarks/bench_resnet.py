@@ -214,8 +214,8 @@ def run_threads(torch, threads, args, state):
     """Training and eval comparison at one thread count; returns the figures."""
     mg.set_num_threads(threads)
     torch.set_num_threads(threads)
-    print(f"threads {threads}: minigrad BLAS {mg.get_num_threads()}, torch "
-          f"{torch.get_num_threads()}")
+    print(f"threads {threads}: minigrad {mg.get_num_threads()} (BLAS "
+          f"{mg.tune_cpu(malloc=False)['blas_threads']}), torch {torch.get_num_threads()}")
     batches = random_batches(4, args.batch_size)
     model = resnet20()
     model.load_state_dict(state)
