@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, version
+from .. import autograd, grad_mode, version
 from ..backends import DeviceError, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -124,12 +124,13 @@ class Op:
         arrays (on the CPU), and an output that views an input's memory shares its version
         counter. This runs for every op, so it is written as plain loops with few calls.
         """
-        inputs, backend, wants_grad = _as_inputs(cls, inputs)
-        recording = wants_grad and autograd.is_grad_enabled()
+        inputs, backend, wants_grad, arrays = _unwrapped(cls, inputs)
+        recording = wants_grad and grad_mode._state.grad_enabled
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
         ctx = Context(backend, needs, cls)
-        arrays = _arrays_of(inputs, cls.read_only_inputs)
+        if cls.read_only_inputs:
+            arrays = [_read_only(array) for array in arrays]
         try:
             result = cls.forward(ctx, *arrays, **attrs)
         except ValueError as error:   # NumPy's words for a write into a read-only input
@@ -154,32 +155,29 @@ class Op:
         return wrapped if is_tuple else wrapped[0]
 
 
-def _as_inputs(op, inputs):
-    """(inputs with numbers and arrays lifted to tensors, their one backend, whether any of
-    them requires grad); inputs on two devices are an error."""
-    for x in inputs:
-        if not isinstance(x, Tensor) and x is not None:
-            like = next((t for t in inputs if isinstance(t, Tensor)), None)
-            inputs = tuple([lift(op.name(), t, like) for t in inputs])
-            break
-    backend, wants_grad = None, False
+def _unwrapped(op, inputs):
+    """(inputs, their one backend, whether any requires grad, their arrays), in one pass; numbers
+    and arrays among them are made constant tensors first. Inputs on two devices are an error."""
+    backend, wants_grad, arrays = None, False, []
     for x in inputs:
         if x is None:
+            arrays.append(None)
             continue
-        here = x._backend
+        if not isinstance(x, Tensor):   # a number or an array: lift them all, then unwrap
+            return _unwrapped(op, _lifted(op, inputs))
         if backend is None:
-            backend = here
-        elif here is not backend:
+            backend = x._backend
+        elif x._backend is not backend:
             raise device_mismatch(op.name(), [t for t in inputs if t is not None])
         wants_grad = wants_grad or x.requires_grad
-    return inputs, backend or default_backend, wants_grad
+        arrays.append(x.array)
+    return inputs, backend or default_backend, wants_grad, arrays
 
 
-def _arrays_of(inputs, read_only):
-    """The arrays forward gets: the inputs' own, or read-only views of them (see `_read_only`)."""
-    if read_only:
-        return [None if x is None else _read_only(x.array) for x in inputs]
-    return [None if x is None else x.array for x in inputs]
+def _lifted(op, inputs):
+    """The inputs with numbers and arrays made constant tensors next to the first tensor."""
+    like = next((t for t in inputs if isinstance(t, Tensor)), None)
+    return tuple([lift(op.name(), t, like) for t in inputs])
 
 
 def _wrote_input(op, error):
