@@ -10,6 +10,8 @@ GPU (`CudaBatchNorm`), so `FusedBatchNorm` calls the same three functions on eit
     forward_infer(x, gamma, beta, mean, var, axis, eps) -> y
     backward(g, x, mean, rstd, gamma, axis, need_dx, need_dgamma, need_dbeta)
         -> (dx, dgamma, dbeta)
+    input_grad(g, x, mean, rstd, gamma, axis, sum_g, sum_gxhat, count) -> dx
+        (backward's dx from sums taken elsewhere: sync_batch_norm's, over every rank)
 
 It also serves `normalize`: `moments(x, axes)` and `standardize(x, mean, rstd, axes)`, and
 `sync_normalize`: `accumulation_dtype(dtype)` and `merge_moments(counts, means, squares,
@@ -443,6 +445,17 @@ class ArrayBatchNorm:
                  else self._centred_blocks(x3, mean, acc, plan))
         dx3 = self._input_grad(g3, x3, again, rstd, gamma, sum_g, sum_gxhat, count, plan[0])
         return from_channel_view(dx3, x.shape, order), dgamma, dbeta
+
+    def input_grad(self, g, x, mean, rstd, gamma, axis, sum_g, sum_gxhat, count):
+        """dx of `backward` from per-channel sums taken elsewhere: sum_g = sum(g) and sum_gxhat
+        = rstd * sum(g * (x - mean)) over `count` values (sync_batch_norm: every rank's sums,
+        all-reduced), x centred again block by block."""
+        x3, order = channel_view(self.xp, x, axis)
+        g3, _ = channel_view(self.xp, g, axis, order)
+        plan = self._plan(x3)
+        centred = self._centred_blocks(x3, mean, mean.dtype, plan)
+        dx3 = self._input_grad(g3, x3, centred, rstd, gamma, sum_g, sum_gxhat, count, plan[0])
+        return from_channel_view(dx3, x.shape, order)
 
     def _input_grad(self, g3, x3, centred_blocks, rstd, gamma, sum_g, sum_gxhat, count, shape):
         """dx = k1 * g + k2 * (x - mean) + k3, one block at a time (blocks of `shape`)."""

@@ -354,6 +354,9 @@ class CudaBatchNorm:
     def standardize(self, x, mean, rstd, axes):
         return self._arrays.standardize(x, mean, rstd, axes)
 
+    def input_grad(self, g, x, mean, rstd, gamma, axis, sum_g, sum_gxhat, count):
+        return self._arrays.input_grad(g, x, mean, rstd, gamma, axis, sum_g, sum_gxhat, count)
+
 
 def _or_null(array):
     return _NULL if array is None else array

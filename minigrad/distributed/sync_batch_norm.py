@@ -15,7 +15,7 @@ all_reduce of them gives the global sums S, then
 from .. import autograd
 from ..ops._promotion import require_floating
 from ..ops.base import Op
-from ..ops.fused_batch_norm import affine_channels, channel_view_shape
+from ..ops.fused_batch_norm import affine_channels
 from ..shapes import kept_shape
 from ..tensor import Tensor
 from . import group
@@ -57,20 +57,16 @@ class SyncBatchNormStep(Op):
             return SyncBatchNormStep._composed_backward(ctx, g)
         x, gamma, _ = ctx.saved
         need_x, need_gamma, need_beta = ctx.needs_input_grad
-        xp = ctx.xp
-        _, sum_gxhat, sum_g = ctx.backend.kernel("batch_norm").backward(
-            g.array, x.array, ctx.mean, ctx.rstd, None if gamma is None else gamma.array, 1,
-            False, True, True)
+        kernel = ctx.backend.kernel("batch_norm")
+        gamma = None if gamma is None else gamma.array
+        _, sum_gxhat, sum_g = kernel.backward(g.array, x.array, ctx.mean, ctx.rstd, gamma, 1,
+                                              False, True, True)
         dx = None
-        if need_x:
-            sums = xp.stack([sum_g, sum_gxhat]).astype(ctx.rstd.dtype)
+        if need_x:   # the same kernel's dx, from the sums of every rank
+            sums = ctx.xp.stack([sum_g, sum_gxhat]).astype(ctx.rstd.dtype)
             group.allreduce_array(sums, "sum")
-            view = channel_view_shape(x.shape, 1)
-            a = ctx.rstd if gamma is None else ctx.rstd * gamma.array.astype(ctx.rstd.dtype)
-            xhat = (x.array - ctx.mean.reshape(view)) * ctx.rstd.reshape(view)
-            dx = a.reshape(view) * (g.array - (sums[0] / ctx.count).reshape(view)
-                                    - xhat * (sums[1] / ctx.count).reshape(view))
-            dx = Tensor.from_array(dx.astype(x.dtype, copy=False), ctx.backend)
+            dx = Tensor.from_array(kernel.input_grad(g.array, x.array, ctx.mean, ctx.rstd, gamma,
+                                                     1, sums[0], sums[1], ctx.count), ctx.backend)
         return (dx, Tensor.from_array(sum_gxhat, ctx.backend) if need_gamma else None,
                 Tensor.from_array(sum_g, ctx.backend) if need_beta else None)
 
