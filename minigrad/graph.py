@@ -117,14 +117,17 @@ def accumulate_grad(leaf, grad, create_graph):
     """leaf.grad += grad, as in PyTorch: without create_graph into the `.grad` tensor in place
     (a reference to it, or one assigned, sees the sum), and a first gradient is copied into an
     array of its own (backward formulas may hand out read-only views, or one tensor to several
-    inputs); with create_graph out of place, on the tape. Under a lock: two threads running
-    backward into one leaf lose nothing."""
+    inputs) laid out in memory as the leaf is, as PyTorch's layout contract has it (so every
+    later += runs over two arrays of one layout); with create_graph out of place, on the tape.
+    Under a lock: two threads running backward into one leaf lose nothing."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
-            leaf._grad = Tensor.from_array(grad.array.copy(), grad.backend)
+            array = grad.backend.xp.empty_like(leaf.array)   # the leaf's order of axes in memory
+            array[...] = grad.array
+            leaf._grad = Tensor.from_array(array, grad.backend)
         else:
             with switched_to(False):
                 leaf._grad.add_(grad)

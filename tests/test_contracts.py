@@ -216,6 +216,26 @@ def test_grad_is_accumulated_in_place_and_an_assigned_grad_is_kept():
     assert ours_same and theirs_same
 
 
+@pytest.mark.parametrize("leaf", ["transposed", "every other column", "contiguous"])
+def test_a_first_grad_is_laid_out_as_its_leaf(leaf):
+    """PyTorch's layout contract: a dense leaf's .grad has the leaf's strides (a transposed
+    weight's grad is transposed too), any other leaf's is contiguous."""
+    def run(lib):
+        x = lib.arange(12.0).reshape(3, 4)
+        x = {"transposed": x.T, "every other column": x[:, ::2], "contiguous": x}[leaf]
+        x = x.detach().requires_grad_()
+        (x * x).sum().backward()
+        (x * 3).sum().backward()   # accumulated into the first one
+        if lib is mg:
+            return x.grad, x.array.strides, x.grad.array.strides
+        size = x.element_size()   # torch counts strides in elements, NumPy in bytes
+        return x.grad, tuple(s * size for s in x.stride()), tuple(s * size for s in x.grad.stride())
+
+    (ours, our_leaf, our_grad), (theirs, their_leaf, their_grad) = both(run)
+    same(ours, theirs)
+    assert our_leaf == their_leaf and our_grad == their_grad
+
+
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 def test_with_create_graph_the_grad_is_a_new_tensor():
     def run(lib):
