@@ -73,6 +73,30 @@ def test_sgd_matches_torch(options):
     _assert_same(ours, theirs, 1e-6)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=str)
+def test_sgd_gives_the_bits_of_its_formula_written_plainly(options, dtype):
+    """SGD's update reuses its temporaries in place (fewer passes and allocations); the bits must
+    be those of the docstring's formula written out with a new array per operation."""
+    rng = np.random.default_rng(1)
+    start, grads = rng.standard_normal(7).astype(dtype), rng.standard_normal((4, 7)).astype(dtype)
+    momentum, dampening = options["momentum"], options["dampening"]
+    expected, buffer = start.copy(), None
+    for g in grads:
+        if options["weight_decay"]:
+            g = g + options["weight_decay"] * expected
+        if momentum:
+            buffer = g.copy() if buffer is None else momentum * buffer + (1 - dampening) * g
+            g = g + momentum * buffer if options["nesterov"] else buffer
+        expected = expected - 0.1 * g
+    p = nn.Parameter(mg.tensor(start))
+    opt = optim.SGD([p], lr=0.1, **options)
+    for g in grads:
+        p.grad = mg.tensor(g)
+        opt.step()
+    assert p.detach().numpy().tobytes() == expected.tobytes()
+
 ADAM_OPTIONS = [dict(betas=b, weight_decay=w, amsgrad=a, eps=e)
                 for b, w, a, e in itertools.product(((0.9, 0.999), (0.5, 0.8)), (0.0, 0.1),
                                                     (False, True), (1e-8,))]

@@ -29,15 +29,26 @@ class SGD(Optimizer):
                              f"momentum={group['momentum']}, dampening={group['dampening']}")
 
     def _update(self, param, grad, state, group):
-        p, momentum = param.array, group["momentum"]
+        p, momentum, dampening = param.array, group["momentum"], group["dampening"]
+        step = None   # a temporary of this update once there is one: scaled by lr in place
         if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p
+            step = group["weight_decay"] * p
+            step += grad   # g + weight_decay * p, the same bits (addition commutes)
+            grad = step
         if momentum:
             b = state.get("momentum_buffer")
             if b is None:
                 b = state["momentum_buffer"] = grad.copy()
             else:
                 b *= momentum
-                b += (1.0 - group["dampening"]) * grad
-            grad = grad + momentum * b if group["nesterov"] else b
-        p -= group["lr"] * grad
+                b += grad if dampening == 0 else (1.0 - dampening) * grad   # 1.0 * g is g
+            if group["nesterov"]:
+                step = momentum * b
+                step += grad
+            else:
+                grad, step = b, None   # the buffer itself, kept for the next step
+        if step is None:
+            p -= group["lr"] * grad
+        else:
+            step *= group["lr"]
+            p -= step
