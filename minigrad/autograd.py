@@ -71,7 +71,8 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
 
     def deliver(tensor, grad):
         key = value_key(tensor)
-        pending[key] = grad if key not in pending else pending[key] + grad
+        summed = pending.get(key)
+        pending[key] = grad if summed is None else summed + grad
 
     with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
@@ -82,7 +83,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
             if keep:   # gradients of intermediate values asked for by mg.grad stay
                 pending.update(((node, i), g) for i, g in enumerate(grads)
                                if g is not None and (node, i) in keep)
-            if all(g is None for g in grads):
+            if not any([g is not None for g in grads]):
                 continue
             _propagate(node, grads, deliver)
             if not retain_graph:

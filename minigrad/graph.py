@@ -66,10 +66,9 @@ class Node:
                  else Tensor._from_node(where, self, index) if kind == "output"
                  else saved_values.intermediate(self, i, where)
                  for i, (kind, where, index) in enumerate(self._saved_sources)]
-        for i in range(len(self._saved_versions)):
-            error = version.changed_error(self, i)
-            if error is not None:
-                saved[i] = saved_values.Unreadable(saved[i], error)
+        for i, remembered in enumerate(self._saved_versions):   # (counter, value then) or None
+            if remembered is not None and remembered[0].value != remembered[1]:
+                saved[i] = saved_values.Unreadable(saved[i], version.changed_error(self, i))
         ctx._saved = tuple(saved) or None   # None: nothing saved
         try:
             grads = self.op.backward(ctx, *grad_outputs)

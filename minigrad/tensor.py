@@ -240,7 +240,7 @@ class Tensor:
         """A stand-in with this tensor's shape, dtype, graph position and counter but no memory
         of its own: a broadcast view of a single zero (shared: Backend.placeholder)."""
         t = self._alias()
-        t.array = self._backend.placeholder(self.shape, self.dtype)
+        t.array = self._backend.placeholder(self.array.shape, self.array.dtype)
         return t
 
     # ------------------------------------------------------------------ properties

@@ -88,12 +88,9 @@ def remember(sources, inputs, output_counters):
 
 
 def changed_error(node, i):
-    """The error for reading the value `node` saved `i`-th for backward, if it was changed in
-    place after forward (None if it is unchanged)."""
-    saved = node._saved_versions[i]
-    if saved is None or saved[0].value == saved[1]:
-        return None
-    (counter, version), (kind, where, index) = saved, node._saved_sources[i]
+    """The error for reading the value `node` saved `i`-th for backward, which was changed in
+    place after forward (its counter moved on from the value `remember` kept)."""
+    (counter, version), (kind, where, index) = node._saved_versions[i], node._saved_sources[i]
     if kind == "input":
         what, shape = f"input {where}", node.inputs[where].shape
     elif kind == "output":

@@ -58,11 +58,12 @@ class Backend:
         return self.xp.asarray(data, dtype=dtype)
 
     def placeholder(self, shape, dtype):
-        """A read-only array of `shape` and `dtype` with no memory of its own (a broadcast view
-        of one zero): what a data-free stand-in tensor carries (Tensor._without_data). Nothing
-        can write into it, so one per shape and dtype is made and shared: a backward frees a
-        dozen nodes' inputs per step, and making each anew (broadcast_to) costs microseconds."""
-        return _placeholder(self.xp, tuple(shape), self.xp.dtype(dtype))
+        """A read-only array of `shape` (a tuple) and `dtype` (a dtype of this backend) with no
+        memory of its own (a broadcast view of one zero): what a data-free stand-in tensor
+        carries (Tensor._without_data). Nothing can write into it, so one per shape and dtype
+        is made and shared: a backward frees a dozen nodes' inputs per step, and making each
+        anew (broadcast_to) costs microseconds."""
+        return _placeholder(self.xp, shape, dtype)
 
     def to_numpy(self, array):
         """A NumPy copy (or view, on the CPU) of one of this backend's arrays; deferred checks
