@@ -15,6 +15,17 @@ multiply-adds runs in one thread. LeNet-5's first conv at batch 64 split in two:
 themselves and nothing in a training step (7.61 ms a step at one thread, 7.78 split); a
 ResNet-20's, 2.4M and more, 15-30 % (its step 206 -> 180 ms). `mg.set_num_threads(n)` sizes the
 pool (cpu_settings.py); at one thread, the default, `map` is a plain loop in the caller.
+
+Why batch norm, ReLU and other elementwise passes are not split (measured on the 2-core VM of
+benchmarks/README.md, 2026-12-05): a handoff to a worker and back costs 50 - 65 us (a lock
+ping-pong between two threads 52 us, an executor's submit and result 64 us, median), and a
+NumPy pass over ResNet-20's or LeNet-5's largest activations takes 40 - 70 us: an AND over 524K
+values split in two took 92 us against 65 us in one thread, and split first paid off at 2M values
+(264 against 364 us). Blocks of a kernel also lose to the GIL: the parts of a Winograd block
+(column split, input transform, products, output transform) each ran 1.6 - 2.0x as fast in two
+threads as in one, but whole blocks side by side ran 25 - 50 % slower than alone (each of their
+~25 NumPy calls takes the GIL back, and waiting for it costs a thread wake-up), while two
+processes running the same correlation kept their one-process time (58 against 58 ms).
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
