@@ -21,7 +21,10 @@ benchmarks/README.md, 2026-12-05): a handoff to a worker and back costs 50 - 65 
 ping-pong between two threads 52 us, an executor's submit and result 64 us, median), and a
 NumPy pass over ResNet-20's or LeNet-5's largest activations takes 40 - 70 us: an AND over 524K
 values split in two took 92 us against 65 us in one thread, and split first paid off at 2M values
-(264 against 364 us). Blocks of a kernel also lose to the GIL: the parts of a Winograd block
+(264 against 364 us). Batch norm split by channels (each thread the whole kernel for half of
+them) ran at 0.3 - 0.8 of one thread's speed on LeNet-5's and ResNet-20's shapes: its
+per-channel sums, einsum("pcq->c") and matmul's stacked dot products, keep the GIL for the whole
+call (two threads of either: 0.98x the throughput of one), where an elementwise pass gains 1.9x. Blocks of a kernel also lose to the GIL: the parts of a Winograd block
 (column split, input transform, products, output transform) each ran 1.6 - 2.0x as fast in two
 threads as in one, but whole blocks side by side ran 25 - 50 % slower than alone (each of their
 ~25 NumPy calls takes the GIL back, and waiting for it costs a thread wake-up), while two
