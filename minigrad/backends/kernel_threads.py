@@ -24,11 +24,12 @@ values split in two took 92 us against 65 us in one thread, and split first paid
 (264 against 364 us). Batch norm split by channels (each thread the whole kernel for half of
 them) ran at 0.3 - 0.8 of one thread's speed on LeNet-5's and ResNet-20's shapes: its
 per-channel sums, einsum("pcq->c") and matmul's stacked dot products, keep the GIL for the whole
-call (two threads of either: 0.98x the throughput of one), where an elementwise pass gains 1.9x. Blocks of a kernel also lose to the GIL: the parts of a Winograd block
-(column split, input transform, products, output transform) each ran 1.6 - 2.0x as fast in two
-threads as in one, but whole blocks side by side ran 25 - 50 % slower than alone (each of their
-~25 NumPy calls takes the GIL back, and waiting for it costs a thread wake-up), while two
-processes running the same correlation kept their one-process time (58 against 58 ms).
+call (two threads of either: 0.98x the throughput of one), where an elementwise pass gains
+1.9x. Blocks of a kernel also lose to the GIL: the parts of a Winograd block (column split,
+input transform, products, output transform) each ran 1.6 - 2.0x as fast in two threads as in
+one, but whole blocks side by side ran 25 - 50 % slower than alone (each of their ~25 NumPy
+calls takes the GIL back, and waiting for it costs a thread wake-up), while two processes
+running the same correlation kept their one-process time (58 against 58 ms).
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
