@@ -344,6 +344,21 @@ def test_block_size_changes_nothing_but_rounding(block):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block", [None, 7])
+@pytest.mark.parametrize("gamma_kind", ["affine", "none"])
+def test_input_grad_from_the_sums_is_backwards_dx(block, gamma_kind, dtype):
+    """input_grad (sync_batch_norm's dx from the all-reduced sums) given backward's own sums and
+    count gives backward's dx to the bit, in one block or many, laid out as x is."""
+    x, g, gamma, beta = _batch_norm_inputs((9, 3, 4, 5), 1, gamma_kind, dtype=dtype)
+    x = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)   # conv2d's layout
+    ker = ArrayBatchNorm(np, block)
+    _, mean, _, rstd = ker.forward_train(x, gamma, beta, 1, 1e-5)
+    dx, sum_gxhat, sum_g = ker.backward(g, x, mean, rstd, gamma, 1, True, True, True)
+    again = ker.input_grad(g, x, mean, rstd, gamma, 1, sum_g, sum_gxhat, x.size // 3)
+    assert again.strides == dx.strides and again.tobytes() == dx.tobytes()
+
 class _CupyLikeNumpy:
     """NumPy with einsum restricted as CuPy documents its own: no out=, order= or casting=."""
 
