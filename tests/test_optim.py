@@ -73,7 +73,6 @@ def test_sgd_matches_torch(options):
     _assert_same(ours, theirs, 1e-6)
 
 
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("options", SGD_OPTIONS, ids=str)
 def test_sgd_gives_the_bits_of_its_formula_written_plainly(options, dtype):
@@ -96,6 +95,7 @@ def test_sgd_gives_the_bits_of_its_formula_written_plainly(options, dtype):
         p.grad = mg.tensor(g)
         opt.step()
     assert p.detach().numpy().tobytes() == expected.tobytes()
+
 
 ADAM_OPTIONS = [dict(betas=b, weight_decay=w, amsgrad=a, eps=e)
                 for b, w, a, e in itertools.product(((0.9, 0.999), (0.5, 0.8)), (0.0, 0.1),
