@@ -112,21 +112,32 @@ def value_key(tensor):
 _accumulating = threading.Lock()
 
 
+def _laid_out_as(xp, leaf, values):
+    """A copy of `values` laid out in memory as the array `leaf` when that is dense (its axes in
+    any order, without gaps or overlaps: empty_like then gives it the leaf's strides), else in C
+    order, as PyTorch lays out a first gradient."""
+    copy = xp.empty_like(leaf)
+    if copy.strides != leaf.strides:   # a slice with gaps, a broadcast: C order
+        copy = xp.empty(leaf.shape, leaf.dtype)
+    copy[...] = values
+    return copy
+
+
 def accumulate_grad(leaf, grad, create_graph):
     """leaf.grad += grad, as in PyTorch: without create_graph into the `.grad` tensor in place
     (a reference to it, or one assigned, sees the sum), and a first gradient is copied into an
     array of its own (backward formulas may hand out read-only views, or one tensor to several
-    inputs) laid out in memory as the leaf is, as PyTorch's layout contract has it (so every
-    later += runs over two arrays of one layout); with create_graph out of place, on the tape.
+    inputs) laid out in memory as a dense leaf is, as PyTorch's layout contract has it (so
+    every later += runs over two arrays of one layout); with create_graph out of place, on the
+    tape.
     Under a lock: two threads running backward into one leaf lose nothing."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
-            array = grad.backend.xp.empty_like(leaf.array)   # the leaf's order of axes in memory
-            array[...] = grad.array
-            leaf._grad = Tensor.from_array(array, grad.backend)
+            leaf._grad = Tensor.from_array(_laid_out_as(grad.backend.xp, leaf.array, grad.array),
+                                           grad.backend)
         else:
             with switched_to(False):
                 leaf._grad.add_(grad)

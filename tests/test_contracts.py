@@ -216,13 +216,14 @@ def test_grad_is_accumulated_in_place_and_an_assigned_grad_is_kept():
     assert ours_same and theirs_same
 
 
-@pytest.mark.parametrize("leaf", ["transposed", "every other column", "contiguous"])
+@pytest.mark.parametrize("leaf", ["transposed", "every other column", "broadcast", "contiguous"])
 def test_a_first_grad_is_laid_out_as_its_leaf(leaf):
     """PyTorch's layout contract: a dense leaf's .grad has the leaf's strides (a transposed
-    weight's grad is transposed too), any other leaf's is contiguous."""
+    weight's grad is transposed too), any other leaf's (with gaps or overlaps) is contiguous."""
     def run(lib):
         x = lib.arange(12.0).reshape(3, 4)
-        x = {"transposed": x.T, "every other column": x[:, ::2], "contiguous": x}[leaf]
+        x = {"transposed": x.T, "every other column": x[:, ::2], "contiguous": x,
+             "broadcast": x[0].expand(3, 4)}[leaf]
         x = x.detach().requires_grad_()
         (x * x).sum().backward()
         (x * 3).sum().backward()   # accumulated into the first one
