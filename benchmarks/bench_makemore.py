@@ -22,6 +22,7 @@ import os
 import pathlib
 import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -49,14 +50,16 @@ def initial_weights(seed=0):
 
 def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
     """step(i): one makemore MLP training step of framework `lib` (minigrad or torch) on batch
-    i (cycling); returns the loss."""
+    i (cycling); returns the loss. `step.phases(i)` runs step i too and returns the seconds of
+    its forward (to the loss), its backward (`p.grad = None` and `loss.backward()`) and its
+    update."""
     params = {k: lib.tensor(v.astype(np.float32), requires_grad=True)
               for k, v in initial_weights().items()}
     data = [(lib.tensor(x), lib.tensor(y)) for x, y in batches]
     C, W1, W2, b2, bngain, bnbias = (params[k] for k in ("C", "W1", "W2", "b2", "bngain",
                                                            "bnbias"))
 
-    def step(i):
+    def forward(i):
         Xb, Yb = data[i % len(data)]
         emb = C[Xb]                                   # (32, 3, 10)
         embcat = emb.view(emb.shape[0], -1)           # (32, 30)
@@ -66,15 +69,34 @@ def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
         hpreact = bngain * (hprebn - bnmean) / (bnvar + 1e-5) ** 0.5 + bnbias
         h = hpreact.tanh()
         logits = h @ W2 + b2
-        loss = cross_entropy(logits, Yb)
+        return cross_entropy(logits, Yb)
+
+    def backward(loss):
         for p in params.values():
             p.grad = None
         loss.backward()
+
+    def update():
         for p in params.values():
             p.data += -lr * p.grad
+
+    def step(i):
+        loss = forward(i)
+        backward(loss)
+        update()
         return loss.item()
 
-    step.params = params
+    def phases(i):
+        start = time.perf_counter()
+        loss = forward(i)
+        forward_done = time.perf_counter()
+        backward(loss)
+        backward_done = time.perf_counter()
+        update()
+        return (forward_done - start, backward_done - forward_done,
+                time.perf_counter() - backward_done)
+
+    step.params, step.phases = params, phases
     return step
 
 
@@ -193,7 +215,24 @@ def main(argv=None):
             timed(step, 1, args.warmup)
         walls, _, chunk_ratios = interleaved(steppers, args.steps, args.chunk)
         ratios[title] = report(title, walls, chunk_ratios)
+    report_phases({name: makemore[name] for name in ("minigrad", "pytorch")}, args)
     return ratios
+
+
+def report_phases(steppers, args):
+    """The makemore step's forward, backward and update apart: medians of `args.steps` steps a
+    framework, run in alternating chunks as the whole steps."""
+    found = {name: [] for name in steppers}
+    for start in range(0, args.steps, args.chunk):
+        for name, step in steppers.items():
+            found[name] += [step.phases(i) for i in range(start, start + args.chunk)]
+    print("makemore MLP step by phase (medians)")
+    medians = {name: [statistics.median(t[k] for t in times) for k in range(3)]
+               for name, times in found.items()}
+    for k, phase in enumerate(("forward", "backward", "update")):
+        ours, theirs = medians["minigrad"][k], medians["pytorch"][k]
+        print(f"  {phase:8s} minigrad {1e6 * ours:7.1f} us  pytorch {1e6 * theirs:7.1f} us  "
+              f"ratio {ours / theirs:.2f}")
 
 
 if __name__ == "__main__":
