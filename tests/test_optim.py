@@ -3,6 +3,7 @@ over several steps, groups, float64, maximize, PyTorch's switches, state dicts (
 PyTorch's), duplicate parameters, errors (the same exception types as torch)."""
 import contextlib
 import itertools
+import math
 import tracemalloc
 
 import numpy as np
@@ -96,6 +97,36 @@ def test_sgd_gives_the_bits_of_its_formula_written_plainly(options, dtype):
         opt.step()
     assert p.detach().numpy().tobytes() == expected.tobytes()
 
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("decay", ["none", "coupled", "decoupled"])
+def test_adam_gives_the_bits_of_its_formula_written_plainly(decay, amsgrad, dtype):
+    """Adam's update reuses two temporaries in place; the bits must be those of the docstring's
+    formula written out with a new array per operation."""
+    rng = np.random.default_rng(2)
+    start, grads = rng.standard_normal(7).astype(dtype), rng.standard_normal((4, 7)).astype(dtype)
+    lr, beta1, beta2, eps = 0.01, 0.9, 0.999, 1e-8
+    weight_decay = 0.0 if decay == "none" else 0.1
+    expected, m, v, v_max = start.copy(), 0.0 * start, 0.0 * start, 0.0 * start
+    for t, g in enumerate(grads, 1):
+        if decay == "coupled":
+            g = g + weight_decay * expected
+        elif decay == "decoupled":
+            expected = expected * (1.0 - lr * weight_decay)
+        m = beta1 * m + (1.0 - beta1) * g
+        v = beta2 * v + g * g * (1.0 - beta2)
+        v_max = np.maximum(v_max, v)
+        denom = np.sqrt(v_max if amsgrad else v) / math.sqrt(1.0 - beta2 ** t) + eps
+        expected = expected - m / denom * (lr / (1.0 - beta1 ** t))
+    p = nn.Parameter(mg.tensor(start))
+    opt = optim.Adam([p], lr=lr, weight_decay=weight_decay, amsgrad=amsgrad,
+                     decoupled_weight_decay=decay == "decoupled")
+    for g in grads:
+        p.grad = mg.tensor(g)
+        opt.step()
+    assert p.detach().numpy().tobytes() == expected.tobytes()
 
 ADAM_OPTIONS = [dict(betas=b, weight_decay=w, amsgrad=a, eps=e)
                 for b, w, a, e in itertools.product(((0.9, 0.999), (0.5, 0.8)), (0.0, 0.1),

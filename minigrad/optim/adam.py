@@ -40,14 +40,22 @@ class Adam(Optimizer):
         t = state["step"]
         grad = decayed_gradient(p, grad, group)
         m, v = state["exp_avg"], state["exp_avg_sq"]
+        # two temporaries, reused in place: the same bits as the formula's one array a step
+        step = (1.0 - beta1) * grad
         m *= beta1
-        m += (1.0 - beta1) * grad
+        m += step
+        denom = grad * grad
+        denom *= 1.0 - beta2
         v *= beta2
-        v += grad * grad * (1.0 - beta2)
+        v += denom
         if group["amsgrad"]:
             v = xp.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        denom = xp.sqrt(v) / math.sqrt(1.0 - beta2 ** t) + group["eps"]
-        p -= m / denom * (group["lr"] / (1.0 - beta1 ** t))
+        xp.sqrt(v, out=denom)
+        denom /= math.sqrt(1.0 - beta2 ** t)
+        denom += group["eps"]
+        xp.divide(m, denom, out=step)
+        step *= group["lr"] / (1.0 - beta1 ** t)
+        p -= step
 
 
 def decayed_gradient(p, grad, group):
