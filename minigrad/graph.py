@@ -129,8 +129,7 @@ def accumulate_grad(leaf, grad, create_graph):
     array of its own (backward formulas may hand out read-only views, or one tensor to several
     inputs) laid out in memory as a dense leaf is, as PyTorch's layout contract has it (so
     every later += runs over two arrays of one layout); with create_graph out of place, on the
-    tape.
-    Under a lock: two threads running backward into one leaf lose nothing."""
+    tape. Under a lock: two threads running backward into one leaf lose nothing."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):

@@ -344,7 +344,6 @@ def test_block_size_changes_nothing_but_rounding(block):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("block", [None, 7])
 @pytest.mark.parametrize("gamma_kind", ["affine", "none"])
@@ -358,6 +357,7 @@ def test_input_grad_from_the_sums_is_backwards_dx(block, gamma_kind, dtype):
     dx, sum_gxhat, sum_g = ker.backward(g, x, mean, rstd, gamma, 1, True, True, True)
     again = ker.input_grad(g, x, mean, rstd, gamma, 1, sum_g, sum_gxhat, x.size // 3)
     assert again.strides == dx.strides and again.tobytes() == dx.tobytes()
+
 
 class _CupyLikeNumpy:
     """NumPy with einsum restricted as CuPy documents its own: no out=, order= or casting=."""

@@ -90,13 +90,8 @@ def test_sgd_gives_the_bits_of_its_formula_written_plainly(options, dtype):
             buffer = g.copy() if buffer is None else momentum * buffer + (1 - dampening) * g
             g = g + momentum * buffer if options["nesterov"] else buffer
         expected = expected - 0.1 * g
-    p = nn.Parameter(mg.tensor(start))
-    opt = optim.SGD([p], lr=0.1, **options)
-    for g in grads:
-        p.grad = mg.tensor(g)
-        opt.step()
-    assert p.detach().numpy().tobytes() == expected.tobytes()
-
+    assert _trained(lambda ps: optim.SGD(ps, lr=0.1, **options), start, grads) == \
+        expected.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -120,13 +115,21 @@ def test_adam_gives_the_bits_of_its_formula_written_plainly(decay, amsgrad, dtyp
         v_max = np.maximum(v_max, v)
         denom = np.sqrt(v_max if amsgrad else v) / math.sqrt(1.0 - beta2 ** t) + eps
         expected = expected - m / denom * (lr / (1.0 - beta1 ** t))
+    assert _trained(lambda ps: optim.Adam(ps, lr=lr, weight_decay=weight_decay,
+                                          amsgrad=amsgrad,
+                                          decoupled_weight_decay=decay == "decoupled"),
+                    start, grads) == expected.tobytes()
+
+
+def _trained(make_optimizer, start, grads):
+    """The bytes of a parameter that starts at `start` after one optimizer step per gradient."""
     p = nn.Parameter(mg.tensor(start))
-    opt = optim.Adam([p], lr=lr, weight_decay=weight_decay, amsgrad=amsgrad,
-                     decoupled_weight_decay=decay == "decoupled")
+    optimizer = make_optimizer([p])
     for g in grads:
         p.grad = mg.tensor(g)
-        opt.step()
-    assert p.detach().numpy().tobytes() == expected.tobytes()
+        optimizer.step()
+    return p.detach().numpy().tobytes()
+
 
 ADAM_OPTIONS = [dict(betas=b, weight_decay=w, amsgrad=a, eps=e)
                 for b, w, a, e in itertools.product(((0.9, 0.999), (0.5, 0.8)), (0.0, 0.1),
