@@ -66,7 +66,12 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     starting from `root_grads` flowing into `roots`, and return {value_key: gradient} for the
     leaves reached and the values in `keep` (keys of non-leaf values whose gradient is wanted).
     Gradients arriving at the same value are summed (a tensor used twice gets both).
+
+    A walk that records nothing (no create_graph) and has no hooks to show gradients to carries
+    them as arrays: the ops marked `array_backward` run their formulas on the arrays themselves
+    (the same operations, so the same bits), and only the gradients handed back are tensors.
     """
+    on_arrays = not create_graph and not hooks.in_use
     pending = {}   # value_key -> gradient summed so far
 
     def deliver(tensor, grad):
@@ -76,7 +81,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
 
     with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
-            deliver(root, grad)
+            deliver(root, grad.array if on_arrays else grad)
         for node in nodes:
             grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
             grads = hooks.run_node_hooks(node, grads) if hooks.in_use else grads
@@ -85,16 +90,18 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
                                if g is not None and (node, i) in keep)
             if not any([g is not None for g in grads]):
                 continue
-            _propagate(node, grads, deliver)
+            _propagate(node, grads, deliver, on_arrays)
             if not retain_graph:
                 node.release()
         hooks.run_leaf_hooks(pending)
+    if on_arrays:
+        return {key: Tensor.from_array(grad) for key, grad in pending.items()}
     return pending
 
 
-def _propagate(node, grads, deliver):
+def _propagate(node, grads, deliver, on_arrays):
     """Run one node's backward and deliver each input's gradient (checked, cast to its dtype)."""
-    input_grads = node.apply_backward(grads)
+    input_grads = node.apply_backward(grads, on_arrays)
     if len(input_grads) != len(node.inputs):
         raise RuntimeError(
             f"{node.name}.backward returned {len(input_grads)} gradients for "
@@ -105,7 +112,11 @@ def _propagate(node, grads, deliver):
     for tensor, grad, needed in zip(node.inputs, input_grads, needs, strict=True):
         if grad is None or not needed:
             continue
-        if not isinstance(grad, Tensor):   # an array could not be differentiated again
+        if isinstance(grad, Tensor):
+            grad = grad.array if on_arrays else grad
+        elif on_arrays and node.op.array_backward:
+            grad = node.ctx.xp.asarray(grad)   # NumPy gives a full reduction as a scalar
+        else:   # an array could not be differentiated again
             raise TypeError(
                 f"{node.name}.backward returned a gradient of type {type(grad).__name__}; return "
                 "Tensors made with minigrad ops (array code belongs in forward)")
@@ -116,7 +127,6 @@ def _propagate(node, grads, deliver):
         if grad.dtype != tensor.dtype:   # e.g. float32 * float64: each input's grad in its dtype
             grad = grad.astype(tensor.dtype)
         deliver(tensor, grad)
-
 
 
 def _root_grad(tensor, grad, what):

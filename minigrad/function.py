@@ -219,6 +219,8 @@ class _FunctionOp:
     """What the engine's Node calls for a Function: its name and a backward that fills in the
     gradients no output received, calls the Function's backward and checks what comes back."""
 
+    array_backward = False   # a Function's backward takes tensors, as PyTorch's does
+
     def __init__(self, function):
         self.function = function
         self.forward = function.forward   # the tape prints attributes against its defaults

@@ -57,17 +57,28 @@ class Node:
     def freed(self):
         return self.ctx is None
 
-    def apply_backward(self, grad_outputs):
+    def apply_backward(self, grad_outputs, on_arrays=False):
         """Call the op's backward with the saved values rebuilt as tensors; a tuple comes back.
         A saved value changed in place since forward, or a saved intermediate, comes as a
-        stand-in that refuses to be read (minigrad/saved_values.py)."""
+        stand-in that refuses to be read (minigrad/saved_values.py). In a walk on arrays
+        (`on_arrays`: the gradients are arrays) an op marked `array_backward` gets the saved
+        arrays themselves, unless one was changed in place (then it runs on tensors, so the
+        error still fires only where the value is read)."""
         ctx = self.ctx
-        saved = [self.inputs[where] if kind == "input"
-                 else Tensor._from_node(where, self, index) if kind == "output"
-                 else saved_values.intermediate(self, i, where)
-                 for i, (kind, where, index) in enumerate(self._saved_sources)]
-        for i, remembered in enumerate(self._saved_versions):   # (counter, value then) or None
-            if remembered is not None and remembered[0].value != remembered[1]:
+        changed = [i for i, remembered in enumerate(self._saved_versions)   # (counter, then)
+                   if remembered is not None and remembered[0].value != remembered[1]]
+        if on_arrays and self.op.array_backward and not changed:
+            saved = [where if kind != "input" else _array_of(self.inputs[where])
+                     for kind, where, _ in self._saved_sources]
+        else:
+            if on_arrays:
+                grad_outputs = [g if g is None else Tensor.from_array(g, ctx.backend)
+                                for g in grad_outputs]
+            saved = [self.inputs[where] if kind == "input"
+                     else Tensor._from_node(where, self, index) if kind == "output"
+                     else saved_values.intermediate(self, i, where)
+                     for i, (kind, where, index) in enumerate(self._saved_sources)]
+            for i in changed:
                 saved[i] = saved_values.Unreadable(saved[i], version.changed_error(self, i))
         ctx._saved = tuple(saved) or None   # None: nothing saved
         try:
@@ -91,6 +102,10 @@ class Node:
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"
+
+
+def _array_of(tensor):
+    return None if tensor is None else tensor.array
 
 
 def _holds_arrays(ctx):

@@ -86,9 +86,15 @@ class Op:
             Written with minigrad ops on tensors, so it is differentiable itself. A gradient is
             None for an input that needs none (see `ctx.needs_input_grad`); a grad_output is None
             for an output that received no gradient (possible only for ops with several outputs).
+
+    An op whose backward reads the same on arrays (operators, the methods arrays share with
+    tensors, and minigrad/ops/either.py) sets `array_backward = True`: a backward that records
+    nothing then runs the formula on the arrays themselves (the gradients and `ctx.saved` are
+    arrays), skipping a tensor and a dispatch for every step of it.
     """
 
     read_only_inputs = True   # see __init_subclass__
+    array_backward = False    # see above; tests/test_array_backward.py holds each to the bit
 
     def __init_subclass__(cls, **kwargs):
         """Ops defined outside minigrad get read-only views of their inputs in forward (on the

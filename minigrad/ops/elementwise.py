@@ -41,6 +41,8 @@ def _grads(ctx, grad_a, grad_b, first=0):
 class Add(Op):
     """a + b;  da = g, db = g."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         _remember_shapes(ctx, "add", a, b)
@@ -57,6 +59,8 @@ def add(a, b):
 
 class Sub(Op):
     """a - b;  da = g, db = -g."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -86,6 +90,8 @@ def _refuse_bool(op, operands, hint):
 class Mul(Op):
     """a * b;  da = g * b, db = g * a."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         _remember_shapes(ctx, "mul", a, b)
@@ -104,6 +110,8 @@ def mul(a, b):
 
 class Div(Op):
     """a / b;  da = g / b, db = -g * a / b^2."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -126,6 +134,8 @@ def div(a, b):
 class Neg(Op):
     """-a;  da = -g."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a):
         return -a
@@ -144,11 +154,13 @@ def neg(a):
 class Pow(Op):
     """a ** p for a constant number p;  da = g * p * a^(p-1) (0 for p = 0, even at a = 0)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a, exponent):
         ctx.exponent = exponent
         ctx.save(a)
-        return _integer_power(ctx.xp, a, exponent)
+        return _integer_power(a, exponent)
 
     @staticmethod
     def backward(ctx, g):
@@ -167,7 +179,7 @@ class PowTensor(Op):
     @staticmethod
     def forward(ctx, a, t):
         _remember_shapes(ctx, "pow", a, t)
-        out = _integer_power(ctx.xp, a, t)
+        out = _integer_power(a, t)
         ctx.save(a, t, out)
         return out
 
@@ -181,10 +193,10 @@ class PowTensor(Op):
                       lambda: where(zero_base, 0, g * out * log(where(zero_base, 1, a))))
 
 
-def _integer_power(xp, a, exponent):
+def _integer_power(a, exponent):
     """a ** exponent, with NumPy's error for a negative integer power of integers named."""
     try:
-        return xp.power(a, exponent)
+        return a ** exponent   # the operator: tensors and arrays run the same code
     except ValueError as error:
         raise ValueError(f"pow: {error} (base of dtype {a.dtype}, exponent "
                          f"{getattr(exponent, 'dtype', exponent)}); make the base floating "
@@ -215,6 +227,8 @@ def _promoted_alone(a, *numbers):
 class Exp(Op):
     """exp(a);  da = g * exp(a)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a):
         out = ctx.xp.exp(a)
@@ -234,6 +248,8 @@ def exp(a):
 class Log(Op):
     """log(a);  da = g / a."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a):
         ctx.save(a)
@@ -251,6 +267,8 @@ def log(a):
 
 class Sqrt(Op):
     """sqrt(a);  da = g / (2 sqrt(a))."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, a):
@@ -397,6 +415,8 @@ def clamp(a, min=None, max=None):
 class Tanh(Op):
     """tanh(a);  da = g * (1 - tanh(a)^2)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a):
         out = ctx.xp.tanh(a)
@@ -416,6 +436,8 @@ def tanh(a):
 class Sigmoid(Op):
     """1 / (1 + exp(-a)), computed as (1 + tanh(a/2)) / 2, which never overflows;
     da = g * s * (1 - s)."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, a):
@@ -470,6 +492,8 @@ def where(condition, a, b):
 
 class Cast(Op):
     """a converted to `dtype`; the gradient is converted back to a's dtype."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, a, dtype):

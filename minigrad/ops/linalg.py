@@ -14,6 +14,8 @@ class MatMul(Op):
     (b) matrix, and batch dimensions are summed back with `unbroadcast`.
     """
 
+    array_backward = True
+
     @classmethod
     def name(cls):
         return "matmul"   # the function's spelling (torch.matmul)
@@ -61,6 +63,8 @@ class Linear(Op):
 
     One node instead of transpose, matmul and add: PyTorch's F.linear is one primitive too,
     and its backward runs four ops, not the ten of the composition's."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):

@@ -16,6 +16,7 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 from .. import autograd
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
+from . import either
 from .base import Op
 from .elementwise import where
 from .errors import DTypeError, IndexRangeError, ShapeError
@@ -32,6 +33,8 @@ def _log_softmax(xp, x, axis):
 class LogSoftmax(Op):
     """y = log_softmax(x) along `axis`;  dx = g - softmax(x) * sum(g), softmax(x) = exp(y)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, x, axis=-1):
         if x.dtype.kind != "f":
@@ -46,7 +49,7 @@ class LogSoftmax(Op):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved
-        return g - out.exp() * g.sum(axis=ctx.axis, keepdims=True)
+        return g - either.exp(out) * g.sum(axis=ctx.axis, keepdims=True)
 
 
 def log_softmax(x, dim=None, *, axis=None):
@@ -64,6 +67,8 @@ class CrossEntropy(Op):
     (class-index targets only) marks the rows of an ignored target: they get no gradient, even
     from a "mean" over no row at all (0 / 0), and q's zeros are terms that are absent, so a
     -inf logit at a class with q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, logits, q, reduction, divisor, unit_rows=False, ignored=None):
@@ -86,20 +91,20 @@ class CrossEntropy(Op):
         if autograd.is_grad_enabled():   # create_graph: the softmax must depend on the logits
             log_probs = LogSoftmax.apply(logits, axis=1)
         else:
-            log_probs = Tensor.from_array(ctx.log_probs, ctx.backend)
+            log_probs = ctx.log_probs
         if ctx.reduction == "none":
             scale = g.reshape((g.shape[0], 1))
         else:
             scale = g / ctx.divisor if ctx.reduction == "mean" else g
         need_logits, need_q = ctx.needs_input_grad
-        probs = log_probs.exp()
+        probs = either.exp(log_probs)
         if need_q:   # q is a tensor input: its row sums must be differentiated too
             probs = probs * q.sum(axis=1, keepdims=True)
         elif ctx.q_total is not None:
             probs = probs * ctx.q_total
         dlogits = (probs - q) * scale if need_logits else None
         if dlogits is not None and ctx.ignored is not None and not ctx.unit_rows:
-            dlogits = where(ctx.ignored[:, None], 0, dlogits)
+            dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
         return dlogits, -log_probs * scale if need_q else None
 
 

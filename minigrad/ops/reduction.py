@@ -9,6 +9,7 @@ import collections
 from ..backends.select import keep_mask
 from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from ..tensor import Tensor
+from . import either
 from ._promotion import require_floating
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
@@ -28,7 +29,7 @@ def _kept(g, ctx):
 
 def _spread(g, ctx):
     """The output gradient broadcast back to the input shape."""
-    return _kept(g, ctx).broadcast_to(ctx.in_shape)
+    return either.broadcast_to(_kept(g, ctx), ctx.in_shape)
 
 
 def _reduce_setup(ctx, name, x, axis):
@@ -49,6 +50,8 @@ class Sum(Op):
     """sum(x, axis);  dx = g broadcast over the summed axes. Integers and bools sum in int64,
     as in PyTorch; the sum of nothing is 0."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         _reduce_setup(ctx, "sum", x, axis)
@@ -67,6 +70,8 @@ def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 class Mean(Op):
     """mean(x, axis) = sum / n;  dx = g / n broadcast. The mean of nothing is NaN."""
+
+    array_backward = True
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -194,6 +199,8 @@ class Var(Op):
     PyTorch: over all axes NaN where x equals the mean and inf elsewhere, over given axes the
     formula with 2 / (n - correction) (inf for n = correction)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False, correction=1):
         require_floating("var", x, "fc")
@@ -219,8 +226,8 @@ class Var(Op):
         centered = x - x.mean(axis=ctx.axes, keepdims=True)
         if ctx.over_all and ctx.dof <= 0:
             xp = ctx.xp
-            scale = xp.where(centered.array == 0, xp.nan, xp.inf).astype(x.dtype)
-            return _kept(g, ctx) * Tensor.from_array(scale, ctx.backend)
+            scale = xp.where(either.array(centered) == 0, xp.nan, xp.inf).astype(x.dtype)
+            return _kept(g, ctx) * scale
         scale = 2.0 / ctx.dof if ctx.dof else float("inf")
         return centered * (_kept(g, ctx) * scale)   # as PyTorch: g * scale first, not per element
 

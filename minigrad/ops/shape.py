@@ -8,6 +8,8 @@ from .errors import ShapeError
 class Reshape(Op):
     """x viewed with a new shape (-1 allowed once);  dx = g reshaped back."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.in_shape = x.shape
