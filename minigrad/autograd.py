@@ -77,7 +77,10 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     def deliver(tensor, grad):
         key = value_key(tensor)
         summed = pending.get(key)
-        pending[key] = grad if summed is None else summed + grad
+        if summed is None:
+            pending[key] = grad
+        else:   # (NumPy makes the sum of two 0-d arrays a scalar: an array again)
+            pending[key] = tensor.backend.xp.asarray(summed + grad) if on_arrays else summed + grad
 
     with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):

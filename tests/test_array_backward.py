@@ -157,3 +157,13 @@ def test_a_leaf_reached_twice_sums_its_gradients_on_arrays():
     x = mg.tensor([1.0, -2.0, 3.0], requires_grad=True)
     (x * x + 3 * x - x).sum().backward()
     assert x.grad.tolist() == [2 * 1.0 + 3 - 1, 2 * -2.0 + 3 - 1, 2 * 3.0 + 3 - 1]
+
+
+def test_a_0d_value_reached_twice_stays_an_array():
+    w = mg.tensor(2.0, requires_grad=True)
+    (dw,) = mg.grad(w * 2 + w * 3, w)   # NumPy sums two 0-d arrays to a scalar
+    assert type(dw.array) is np.ndarray and dw.item() == 5.0
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = x[0]   # a 0-d value with two consumers, then an unmarked op (getitem)
+    (dx,) = mg.grad(y * y + y, x)
+    assert type(dx.array) is np.ndarray and dx.tolist() == [3.0, 0.0]
