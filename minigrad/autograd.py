@@ -77,10 +77,9 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     def deliver(tensor, grad):
         key = value_key(tensor)
         summed = pending.get(key)
-        if summed is None:
-            pending[key] = grad
-        else:   # (NumPy makes the sum of two 0-d arrays a scalar: an array again)
-            pending[key] = tensor.backend.xp.asarray(summed + grad) if on_arrays else summed + grad
+        grad = grad if summed is None else summed + grad
+        # NumPy gives a full reduction, or the sum of two 0-d arrays, as a scalar: an array again
+        pending[key] = tensor.backend.xp.asarray(grad) if on_arrays else grad
 
     with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
@@ -117,9 +116,7 @@ def _propagate(node, grads, deliver, on_arrays):
             continue
         if isinstance(grad, Tensor):
             grad = grad.array if on_arrays else grad
-        elif on_arrays and node.op.array_backward:
-            grad = node.ctx.xp.asarray(grad)   # NumPy gives a full reduction as a scalar
-        else:   # an array could not be differentiated again
+        elif not (on_arrays and node.op.array_backward):   # an array could not be differentiated
             raise TypeError(
                 f"{node.name}.backward returned a gradient of type {type(grad).__name__}; return "
                 "Tensors made with minigrad ops (array code belongs in forward)")
