@@ -63,15 +63,16 @@ class CrossEntropy(Op):
     then summed, or summed and divided by `divisor` ("mean"), or kept ("none");
     dlogits = s_m * (softmax_m * sum_c q_mc - q_m),  dq = -s_m * log_softmax_m, where s_m is
     the gradient reaching loss_m (g, or g / divisor). `unit_rows` says that every row of q
-    sums to 1 (plain class indices), so the product with sum_c q_mc is skipped. `ignored`
-    (class-index targets only) marks the rows of an ignored target: they get no gradient, even
-    from a "mean" over no row at all (0 / 0), and q's zeros are terms that are absent, so a
-    -inf logit at a class with q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch."""
+    sums to 1 (plain class indices), so the product with sum_c q_mc is skipped. With `masked`
+    (class-index targets) q's zeros are terms that are absent, so a -inf logit at a class with
+    q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch; `ignored` (None: none) marks the
+    rows of an ignored target: they get no gradient, even from a "mean" over no row at all
+    (0 / 0)."""
 
     array_backward = True
 
     @staticmethod
-    def forward(ctx, logits, q, reduction, divisor, unit_rows=False, ignored=None):
+    def forward(ctx, logits, q, reduction, divisor, unit_rows=False, masked=False, ignored=None):
         xp = ctx.xp
         log_probs = _log_softmax(xp, logits, 1)
         ctx.reduction, ctx.divisor, ctx.ignored = reduction, divisor, ignored
@@ -80,7 +81,7 @@ class CrossEntropy(Op):
         ctx.save(logits, q)
         ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
         terms = q * log_probs
-        losses = -(terms if ignored is None else xp.where(q != 0, terms, 0)).sum(axis=1)
+        losses = -(xp.where(q != 0, terms, 0) if masked else terms).sum(axis=1)
         if reduction == "none":
             return losses
         return losses.sum() / divisor if reduction == "mean" else losses.sum()
@@ -103,7 +104,7 @@ class CrossEntropy(Op):
         elif ctx.q_total is not None:
             probs = probs * ctx.q_total
         dlogits = (probs - q) * scale if need_logits else None
-        if dlogits is not None and ctx.ignored is not None and not ctx.unit_rows:
+        if dlogits is not None and ctx.ignored is not None:
             dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
         return dlogits, -log_probs * scale if need_q else None
 
@@ -152,8 +153,9 @@ def _check_weight(op, weight, classes, like):
 
 def _index_targets(op, input, target, weight, ignore_index):
     """(onehot, q, kept, total): the one-hot rows of class-index `target` (zero rows where the
-    target is ignore_index), the same scaled by the class weights, which rows are kept, and the
-    sum of the kept rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
+    target is ignore_index), the same scaled by the class weights, which rows are kept (None
+    where all are and the device can say so at once: see `_kept_rows`), and the sum of the kept
+    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
     xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
     target = _as_tensor(op, "target", target, input).array
     if target.dtype.kind not in "iu":
@@ -164,18 +166,34 @@ def _index_targets(op, input, target, weight, ignore_index):
         raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
                          f"{input.shape}: expected {_batch_shape(input.shape)}")
     flat = target.reshape(-1)
-    kept = flat != ignore_index
-    bad = kept & ((flat < 0) | (flat >= classes))
-    # through backend.check: on the GPU it is read with the next host read (the loss's
-    # .item()), not once per call; meanwhile a bad index just gives a zero row below
-    input.backend.check(bad.any(), lambda: (
-        f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
-        f"of shape {input.shape}"), IndexRangeError)
-    onehot = (xp.arange(classes) == flat[:, None]) & kept[:, None]   # no match: a zero row
+    kept = _kept_rows(op, input, flat, classes, ignore_index)
+    onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: no match, a zero row
+    if kept is not None:
+        onehot &= kept[:, None]   # an ignore_index inside [0, classes) matches a class
     q = onehot.astype(input.dtype)
     if weight is not None:
         q *= weight.array.astype(input.dtype, copy=False)
     return onehot, q, kept, xp.asarray(q.sum())
+
+
+def _kept_rows(op, input, flat, classes, ignore_index):
+    """Which of the class indices `flat` count (are not ignore_index), or None where all do; an
+    index outside [0, classes) that is not ignore_index is an IndexRangeError. Where the device
+    answers at once (the CPU) the range of the indices is read first: targets inside [0,
+    classes) without ignore_index among them, the usual batch, need nothing more."""
+    backend = input.backend
+    if not backend.defers_checks and flat.size:
+        low, high = int(flat.min()), int(flat.max())
+        if 0 <= low and high < classes and not low <= ignore_index <= high:
+            return None
+    kept = flat != ignore_index
+    bad = kept & ((flat < 0) | (flat >= classes))
+    # through backend.check: on the GPU it is read with the next host read (the loss's
+    # .item()), not once per call; meanwhile a bad index just gives a zero row
+    backend.check(bad.any(), lambda: (
+        f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
+        f"of shape {input.shape}"), IndexRangeError)
+    return None if not backend.defers_checks and bool(kept.all()) else kept
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
@@ -204,19 +222,19 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         unit_rows, ignored = False, None
     else:
         _, q, kept, total = _index_targets(op, input, target, weight, ignore_index)
-        # smoothing keeps the rows' sums at 1; where reading kept.all() would wait for the
-        # device (the GPU), the general formula instead
-        unit_rows = (weight is None and not input.backend.defers_checks
-                     and bool(kept.all()))
-        if label_smoothing:
-            smooth = kept[:, None].astype(q.dtype)   # in q's dtype: float32 stays float32
+        # smoothing keeps the rows' sums at 1; where kept is not known to be all (the GPU
+        # does not say without waiting), the general formula instead
+        unit_rows = weight is None and kept is None
+        if label_smoothing:   # in q's dtype: float32 stays float32
+            smooth = q.dtype.type(1) if kept is None else kept[:, None].astype(q.dtype)
             if weight is not None:
                 smooth = smooth * weight.array.astype(q.dtype, copy=False)
             q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
-        divisor, ignored = total.astype(q.dtype, copy=False), ~kept
+        divisor, ignored = total.astype(q.dtype, copy=False), None if kept is None else ~kept
         q = Tensor.from_array(q, input.backend)
     loss = CrossEntropy.apply(logits, q, reduction=reduction, divisor=divisor,
-                              unit_rows=unit_rows, ignored=ignored)
+                              unit_rows=unit_rows, masked=target.dtype.kind != "f",
+                              ignored=ignored)
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 
