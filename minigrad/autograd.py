@@ -71,7 +71,8 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     them as arrays: the ops marked `array_backward` run their formulas on the arrays themselves
     (the same operations, so the same bits), and only the gradients handed back are tensors.
     """
-    on_arrays = not create_graph and not hooks.in_use
+    watching = hooks.watching()
+    on_arrays = not create_graph and not watching
     pending = {}   # value_key -> gradient summed so far
 
     def deliver(tensor, grad):
@@ -86,29 +87,30 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
             deliver(root, grad.array if on_arrays else grad)
         for node in nodes:
             grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
-            grads = hooks.run_node_hooks(node, grads) if hooks.in_use else grads
+            grads = hooks.run_node_hooks(node, grads) if watching else grads
             if keep:   # gradients of intermediate values asked for by mg.grad stay
                 pending.update(((node, i), g) for i, g in enumerate(grads)
                                if g is not None and (node, i) in keep)
             if not any([g is not None for g in grads]):
                 continue
-            _propagate(node, grads, deliver, on_arrays)
+            _propagate(node, grads, deliver, on_arrays, watching)
             if not retain_graph:
                 node.release()
-        hooks.run_leaf_hooks(pending)
+        if watching:
+            hooks.run_leaf_hooks(pending)
     if on_arrays:
         return {key: Tensor.from_array(grad) for key, grad in pending.items()}
     return pending
 
 
-def _propagate(node, grads, deliver, on_arrays):
+def _propagate(node, grads, deliver, on_arrays, watching):
     """Run one node's backward and deliver each input's gradient (checked, cast to its dtype)."""
     input_grads = node.apply_backward(grads, on_arrays)
     if len(input_grads) != len(node.inputs):
         raise RuntimeError(
             f"{node.name}.backward returned {len(input_grads)} gradients for "
             f"{len(node.inputs)} inputs; return one per input (None where there is none)")
-    if hooks.in_use:   # mg.viz.trace_backward watches each step
+    if watching:   # mg.viz.trace_backward watches each step
         hooks.run_step_hooks(node, grads, input_grads)
     needs = node.ctx.needs_input_grad
     for tensor, grad, needed in zip(node.inputs, input_grads, needs, strict=True):

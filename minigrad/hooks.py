@@ -30,7 +30,19 @@ _node_hooks = weakref.WeakKeyDictionary()
 _leaf_hooks = {}
 _retained = weakref.WeakKeyDictionary()   # node -> {output index -> weakref(tensor)}
 _handle_ids = itertools.count()
-in_use = False   # set by the first hook or retain_grad: until then the walk skips run_node_hooks
+in_use = False   # set by every hook and retain_grad, cleared by `watching` once none is live
+
+
+def watching():
+    """Whether a hook or retain_grad may see the gradients of a walk starting now: a tensor hook
+    or retained gradient of a value still alive, or a step hook. The walk asks once, at its
+    start, and without any carries its gradients as arrays (autograd.py), so a hook registered
+    during a backward that began without one takes effect from the next backward."""
+    global in_use
+    if in_use:   # registered once: look again, since removed hooks leave empty entries behind
+        in_use = bool(_step_hooks) or any(_leaf_hooks.values()) or any(_retained.values()) or any(
+            [any(by_index.values()) for by_index in _node_hooks.values()])
+    return in_use
 
 
 def _hooks_of(tensor):

@@ -5,7 +5,7 @@ import re
 import numpy
 
 from .. import autograd, grad_mode, version
-from ..backends import DeviceError, get_backend
+from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
 
@@ -90,7 +90,8 @@ class Op:
     An op whose backward reads the same on arrays (operators, the methods arrays share with
     tensors, and minigrad/ops/either.py) sets `array_backward = True`: a backward that records
     nothing then runs the formula on the arrays themselves (the gradients and `ctx.saved` are
-    arrays), skipping a tensor and a dispatch for every step of it.
+    arrays), skipping a tensor and a dispatch for every step of it. Such a formula calls
+    another op with `Op.either`, which takes tensors or arrays.
     """
 
     read_only_inputs = True   # see __init_subclass__
@@ -135,14 +136,7 @@ class Op:
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
                  else (False,) * len(inputs))
         ctx = Context(backend, needs, cls)
-        if cls.read_only_inputs:
-            arrays = [_read_only(array) for array in arrays]
-        try:
-            result = cls.forward(ctx, *arrays, **attrs)
-        except ValueError as error:   # NumPy's words for a write into a read-only input
-            if "read-only" not in str(error):
-                raise
-            raise _wrote_input(cls, error) from None
+        arrays, result = _forward(cls, ctx, arrays, attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
         if not recording and not is_tuple:   # the most common call (no_grad, backward): no loops
@@ -159,6 +153,33 @@ class Op:
         if tape is not None:
             tape.append(node, wrapped, attrs)
         return wrapped if is_tuple else wrapped[0]
+
+    @classmethod
+    def either(cls, first, *inputs, **attrs):
+        """The op on tensors (`apply`: recorded), or on the arrays of a plain backward, where
+        nothing is recorded: its forward alone, on a context nobody reads after. For backward
+        formulas of ops marked `array_backward` (IndexAdd.either(g, ...))."""
+        if isinstance(first, Tensor):
+            return cls.apply(first, *inputs, **attrs)
+        backend = backend_of(first)
+        _, result = _forward(cls, Context(backend, (False,) * (1 + len(inputs)), cls),
+                             (first, *inputs), attrs)
+        if type(result) is tuple:
+            return tuple([_backend_array(out, backend, cls) for out in result])
+        return _backend_array(result, backend, cls)
+
+
+def _forward(op, ctx, arrays, attrs):
+    """(the arrays forward got, its result): read-only views of the inputs for an op from
+    outside minigrad (see Op.__init_subclass__), so a write into one is a clear error."""
+    if op.read_only_inputs:
+        arrays = [_read_only(array) for array in arrays]
+    try:
+        return arrays, op.forward(ctx, *arrays, **attrs)
+    except ValueError as error:   # NumPy's words for a write into a read-only input
+        if "read-only" not in str(error):
+            raise
+        raise _wrote_input(op, error) from None
 
 
 def _unwrapped(op, inputs):

@@ -335,6 +335,8 @@ class Relu(Op):
     select, and NumPy's `maximum(a, 0)` does not vectorize against a scalar (2.5 times slower
     than mask and AND together)."""
 
+    array_backward = True
+
     @staticmethod
     def forward(ctx, a):
         ctx.keep = keep_mask(ctx.xp, a <= 0, a.dtype)   # NaN is kept, as in PyTorch
@@ -342,7 +344,7 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, g):
-        return Keep.apply(g, mask=ctx.keep)
+        return Keep.either(g, mask=ctx.keep)
 
 
 def relu(a):

@@ -122,6 +122,8 @@ def has_arrays(index):
 class GetItem(Op):
     """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd)."""
 
+    array_backward = True
+
     @classmethod
     def name(cls):
         return "getitem"   # the function's spelling (ops.getitem, Python's __getitem__)
@@ -140,7 +142,7 @@ class GetItem(Op):
 
     @staticmethod
     def backward(ctx, g):
-        return IndexAdd.apply(g, shape=ctx.in_shape, index=ctx.index, gathers=ctx.gathers)
+        return IndexAdd.either(g, shape=ctx.in_shape, index=ctx.index, gathers=ctx.gathers)
 
 
 class IndexAdd(Op):
