@@ -120,6 +120,7 @@ class Winograd3x3:
             products = self._buffer("products", (4, 4, o, t, w, n), dtype)
             xp.matmul(u, tiles.reshape(16, c, -1), out=products.reshape(16, o, -1))
             self._output_transform(products, self._buffer("sums", (2, 4, o, t, w, n), dtype),
+                                   self._buffer("corners", (2, 2, o, t, w, n), dtype),
                                    out[:, 2 * t0:2 * (t0 + t), 2 * s0:2 * (s0 + w)])
 
         self._map(block, ho, wo, 16 * max(c, o) * n, 16 * o * c * n)
@@ -203,21 +204,24 @@ class Winograd3x3:
         xp.subtract(e[2], e[1], out=tiles[:, 2])
         xp.subtract(e[1], e[3], out=tiles[:, 3])
 
-    def _output_transform(self, m, sums, out):
+    def _output_transform(self, m, sums, corners, out):
         """out (O, 2t, 2w, N) = A^T m A: A^T along the tile rows (into `sums`), then along the
-        columns, each 2x2 tile written to its place in the output."""
+        columns (into `corners`, (2, 2, O, t, w, N): each tile's four outputs apart, so every
+        operand is one long run), then each corner is copied to its place in the output tiles
+        (computing there directly, in runs of N values, made twice as many slow passes)."""
         xp = self.xp
         xp.add(m[0], m[1], out=sums[0])
         sums[0] += m[2]
         xp.subtract(m[1], m[2], out=sums[1])
         sums[1] -= m[3]
         for a in range(2):
-            s = sums[a]
-            even, odd = out[:, a::2, 0::2], out[:, a::2, 1::2]
-            xp.add(s[0], s[1], out=even)
-            even += s[2]
-            xp.subtract(s[1], s[2], out=odd)
-            odd -= s[3]
+            s, left, right = sums[a], corners[a, 0], corners[a, 1]
+            xp.add(s[0], s[1], out=left)
+            left += s[2]
+            xp.subtract(s[1], s[2], out=right)
+            right -= s[3]
+            out[:, a::2, 0::2] = left
+            out[:, a::2, 1::2] = right
 
 
 def _split_columns(x, halves):
