@@ -15,5 +15,5 @@ for _ in range(100):
     opt.zero_grad()
     loss.backward()
     opt.step()
-print(f"loss {loss.item():.6f}  weight {model.weight.numpy().round(3)}  "
-      f"bias {model.bias.numpy().round(3)}")
+print(f"loss {loss.item():.6f}  weight {model.weight.detach().numpy().round(3)}  "
+      f"bias {model.bias.detach().numpy().round(3)}")

@@ -36,7 +36,7 @@ def region_layer(x, g, regions, fused):
     xt = mg.tensor(x, requires_grad=True)
     y = layer(xt)
     y.backward(mg.tensor(g))
-    return layer, y, xt.grad
+    return layer, y.detach(), xt.grad
 
 
 def slice_and_concatenate(x, g, regions, fused):
@@ -49,7 +49,7 @@ def slice_and_concatenate(x, g, regions, fused):
     outputs = [layer(xt[:, :, i * band:(i + 1) * band]) for i in range(regions)]
     y = mg.ops.concatenate(outputs, axis=2)
     y.backward(mg.tensor(g))
-    return layer, y, xt.grad
+    return layer, y.detach(), xt.grad
 
 
 def measured(function, *args):

@@ -171,6 +171,73 @@ def test_layer_stats(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# quickstart.py (the README's first example)
+
+
+def test_quickstart_fits_the_line_as_pytorch_does(tmp_path):
+    out = run_example("quickstart.py", cwd=tmp_path)
+    # The same data and initial weights, trained by PyTorch: 100 SGD steps on the MSE.
+    mg.manual_seed(0)
+    x = mg.randn(64, 3)
+    model = mg.nn.Linear(3, 1)
+    xt = torch.tensor(x.numpy())
+    y = xt @ torch.tensor([[2.0], [-1.0], [0.5]]) + 0.3
+    reference = torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        reference.weight.copy_(torch.tensor(model.weight.detach().numpy()))
+        reference.bias.copy_(torch.tensor(model.bias.detach().numpy()))
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(100):
+        loss = ((reference(xt) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    printed = numbers(out)
+    assert printed[0] == pytest.approx(loss.item(), abs=1e-6)
+    np.testing.assert_allclose(printed[1:4], reference.weight.detach().numpy()[0], atol=1e-3)
+    np.testing.assert_allclose(printed[4:5], reference.bias.detach().numpy(), atol=1e-3)
+    np.testing.assert_allclose(printed[1:5], [2.0, -1.0, 0.5, 0.3], atol=1e-3)   # recovered
+
+
+# ---------------------------------------------------------------------------------------------
+# shared_bn_regions.py
+
+
+def test_shared_bn_regions_runs_and_agrees(tmp_path):
+    out = run_example("shared_bn_regions.py", "--shape", "4", "3", "8", "4", "--regions", "2",
+                      cwd=tmp_path)
+    for prefix in ("max |y_region - y_loop|", "max |dx_region - dx_loop|",
+                   "max |dweight_region", "max |dbias_region", "max |y_region_fused"):
+        assert numbers(line_with(out, prefix).split("=")[1])[0] < 1e-5, prefix
+    assert "running_mean (3, 2) -- one per channel and band" in out
+    assert "running_mean (3,) -- every band pulled the same average (2 updates" in out
+    assert out.count("loop / region = ") == 2
+
+
+def test_shared_bn_regions_is_batch_norm_per_band_as_pytorch_computes_it():
+    """The example's region layer against PyTorch: batch norm over the C*R channels of
+    x.reshape(N, C*R, H/R*W) with gamma/beta repeated per band; gradients too."""
+    example = import_example("shared_bn_regions")
+    rng = np.random.default_rng(1)
+    n, c, h, w, regions = 4, 3, 8, 4, 2
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    g = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    for fused in (False, True):
+        layer, y, dx = example.region_layer(x, g, regions, fused)
+        xt = torch.tensor(x, requires_grad=True)
+        weight = torch.tensor(np.linspace(0.5, 2.0, c, dtype=np.float32), requires_grad=True)
+        bias = torch.tensor(np.linspace(-1.0, 1.0, c, dtype=np.float32), requires_grad=True)
+        expected = torch.nn.functional.batch_norm(
+            xt.reshape(n, c * regions, -1), None, None, weight.repeat_interleave(regions),
+            bias.repeat_interleave(regions), training=True).reshape(n, c, h, w)
+        expected.backward(torch.tensor(g))
+        np.testing.assert_allclose(y.numpy(), expected.detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(dx.numpy(), xt.grad.numpy(), atol=1e-4)
+        np.testing.assert_allclose(layer.weight.grad.numpy(), weight.grad.numpy(), atol=1e-4)
+        np.testing.assert_allclose(layer.bias.grad.numpy(), bias.grad.numpy(), atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
 # normalize_only.py
 
 
@@ -344,6 +411,16 @@ def test_examples_run_unchanged_on_the_gpu(name, tmp_path, cuda):
 # every example's command line: --help, and clean errors at its edges
 
 ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "cli.py")
+
+
+def test_every_example_runs_end_to_end_in_the_tests():
+    """Not only --help: each example is run with its real work by some test (here, or the MNIST
+    example's own file), so an example that crashes cannot pass unnoticed."""
+    runs = re.findall(r'run_example\("(\w+\.py)"(?!, "--help")', pathlib.Path(__file__).read_text())
+    mnist_tests = (pathlib.Path(__file__).parent / "test_mnist_example.py").read_text()
+    ran = set(runs) | ({"mnist_lenet_bn.py"} if "def test_command_line_end_to_end" in mnist_tests
+                       else set())
+    assert sorted(set(ALL_EXAMPLES) - ran) == []
 
 
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
