@@ -33,8 +33,9 @@ import contextlib, os, sys
 import minigrad as mg
 from minigrad.formats import caffe as caffe_format
 from minigrad.nn import caffe
-caffe_format.messages()
 path = sys.argv[1]
+if path.endswith((".caffemodel", ".prototxt")):
+    caffe_format.messages()   # protobuf's import, so that it is not counted below
 
 def status(key):   # resident memory now (VmRSS) or at its peak (VmHWM), in bytes
     return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) * 1024
