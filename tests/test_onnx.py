@@ -491,3 +491,18 @@ def test_ops_that_depend_on_the_input_are_an_error(tmp_path):
                                                   r"instead of relu on another input"):
         mg.onnx.export(BatchDependent(), mg.randn(2, 3), tmp_path / "m.onnx")
     mg.onnx.export(BatchDependent(), mg.randn(2, 3), tmp_path / "m.onnx", dynamic_batch=False)
+
+
+class TwoRowsOnly(nn.Module):
+    def forward(self, x):   # (2, 6) -> (4, 3): fails for any other batch size
+        return x.reshape(4, 3).relu()
+
+
+def test_a_model_that_fails_on_the_second_run_says_why(tmp_path):
+    with pytest.raises(RuntimeError, match=r"the model failed on the example moved one place "
+                                           r"along, shape \(3, 6\).*dynamic_batch=False.*"
+                                           r"reshape"):
+        mg.onnx.export(TwoRowsOnly(), mg.randn(2, 6), tmp_path / "m.onnx")
+    path = mg.onnx.export(TwoRowsOnly(), mg.randn(2, 6), tmp_path / "m.onnx",
+                          dynamic_batch=False)
+    agrees(path, TwoRowsOnly(), (6,), batches=(2,))

@@ -46,31 +46,36 @@ def _read(node, attrs):
     return leaves + [(array, array) for array in attribute_arrays(attrs)]
 
 
-def _equal(a, b):
-    return a.shape == b.shape and numpy.array_equal(Tensor.from_array(a).numpy(),
-                                                    Tensor.from_array(b).numpy())
+def _equal(a, b, dtype=None):
+    """Whether arrays `a` and `b` (converted to `dtype`, if given) hold the same values."""
+    if a.shape != b.shape:
+        return False
+    a, b = Tensor.from_array(a).numpy(), Tensor.from_array(b).numpy()
+    return numpy.array_equal(a, b if dtype is None else b.astype(dtype))
 
 
 def inputs_among(tape, x, second, other, layer_of):
     """{id: constant} of the constants on `tape` that are the input `x`, checked against the
     `second` tape, recorded on `other` (see the module docstring); `layer_of(index)` names
     the layer that ran tape entry `index`, for the errors."""
-    first, again = [node.name for node in tape], [node.name for node in second]
-    if first != again:
-        index = next(i for i, (a, b) in enumerate(zip(first + [None], again + [None])) if a != b)
-        ran = [names[index] if index < len(names) else "nothing more" for names in (first, again)]
+    ops, ops_again = [node.name for node in tape], [node.name for node in second]
+    if ops != ops_again:
+        index = next(i for i, (a, b) in enumerate(zip(ops + [None], ops_again + [None]))
+                     if a != b)
+        ran = [names[index] if index < len(names) else "nothing more"
+               for names in (ops, ops_again)]
         raise NotImplementedError(
             f"onnx.export: in {layer_of(index)} the model ran {ran[1]} instead of {ran[0]} on "
             f"another input (the example moved one place along, shape {other.shape}): which "
             "ops run depends on the input's values or size, and an ONNX file is one fixed "
             "sequence of ops")
     inputs = {}
-    for index, ((node, _, attrs), (again, _, again_attrs)) in enumerate(
+    for index, ((node, _, attrs), (twin, _, twin_attrs)) in enumerate(
             zip(tape.entries, second.entries)):
-        for (constant, a), (_, b) in zip(_read(node, attrs), _read(again, again_attrs)):
-            if a is b:
+        for (constant, a), (_, b) in zip(_read(node, attrs), _read(twin, twin_attrs)):
+            if a is b:   # a parameter, a buffer, a constant the model keeps
                 continue
-            if _equal(a, x.array.astype(a.dtype)) and _equal(b, other.array.astype(b.dtype)):
+            if _equal(a, x.array, a.dtype) and _equal(b, other.array, b.dtype):
                 inputs[id(constant)] = constant
             elif not _equal(a, b):
                 raise NotImplementedError(
