@@ -1,12 +1,17 @@
 """mg.onnx.export: the file passes onnx.checker and, run in onnxruntime at other batch sizes,
 gives minigrad's eval-mode outputs (LeNet+BN, a ResNet block with grouped, dilated and
-reflect-padded convolutions, ResNet-20); an op it cannot export is an error naming the op and the
-layer, and nothing is written."""
+reflect-padded convolutions, ResNet-20; layer, group and instance norm, GELU, self-attention,
+embeddings of integer inputs and a small GPT block), PyTorch's too where it has the layer; an
+op it cannot export, or a constant computed from the input off the tape, is an error naming the
+op and the layer, and nothing is written."""
+import math
 import pathlib
 import sys
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as TF
 
 import minigrad as mg
 from minigrad import nn
@@ -42,13 +47,16 @@ def eval_output(model, x):
         return model(x).numpy()
 
 
-def agrees(path, model, sample_shape, batches=(1, 7)):
-    """Run the file at each batch size in onnxruntime; compare with minigrad in eval mode."""
+def agrees(path, model, sample_shape, batches=(1, 7), draw=mg.randn):
+    """Run the file at each batch size in onnxruntime on inputs `draw(batch, *sample_shape)`;
+    compare with minigrad in eval mode. Returns the last input and onnxruntime's output."""
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for batch in batches:
-        x = mg.randn(batch, *sample_shape)
+        x = draw(batch, *sample_shape)
         got = session.run(None, {"input": x.numpy()})[0]
         np.testing.assert_allclose(got, eval_output(model, x), rtol=TOLERANCE, atol=TOLERANCE)
+    return x, got
 
 
 def op_types(path):
@@ -210,3 +218,291 @@ def test_bad_arguments_and_a_missing_onnx_package(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'minigrad\[onnx\]'"):
         mg.onnx.export(lenet5(), mg.randn(2, 1, 28, 28), tmp_path / "m.onnx")
     assert not (tmp_path / "m.onnx").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer, group and instance norm, GELU: minigrad's `normalize` and `gelu`, checked against
+# onnxruntime and against PyTorch's functional forms of the same layers.
+
+def affine_moved(model):
+    """Weights and biases away from ones and zeros, so that the affine step matters."""
+    rng = np.random.default_rng(2)
+    for tensor in model.parameters():
+        tensor.array[...] = rng.uniform(0.5, 1.5, size=tensor.shape)
+    return model
+
+
+def torch_oracle(model, x):
+    """PyTorch's output of the layer `model` (its functional form, minigrad's parameters)."""
+    def t(tensor):
+        return None if tensor is None else torch.from_numpy(tensor.detach().numpy().copy())
+
+    if isinstance(model, nn.LayerNorm):
+        out = TF.layer_norm(t(x), model.normalized_shape, t(model.weight), t(model.bias),
+                            model.eps)
+    elif isinstance(model, nn.GroupNorm):
+        out = TF.group_norm(t(x), model.num_groups, t(model.weight), t(model.bias), model.eps)
+    else:
+        out = TF.instance_norm(t(x), t(model.running_mean), t(model.running_var),
+                               t(model.weight), t(model.bias),
+                               use_input_stats=not model.track_running_stats, eps=model.eps)
+    return out.numpy()
+
+NORMS = {
+    "layer_norm": (lambda: nn.LayerNorm(8), (5, 8)),
+    "layer_norm_2d_shape": (lambda: nn.LayerNorm((4, 8)), (3, 4, 8)),
+    "layer_norm_no_affine": (lambda: nn.LayerNorm(8, elementwise_affine=False), (5, 8)),
+    "layer_norm_no_bias": (lambda: nn.LayerNorm((4, 8), bias=False), (4, 8)),
+    "group_norm": (lambda: nn.GroupNorm(3, 6), (6, 4, 5)),
+    "group_norm_1d": (lambda: nn.GroupNorm(2, 6, affine=False), (6, 7)),
+    "instance_norm_1d": (lambda: nn.InstanceNorm1d(4), (4, 9)),
+    "instance_norm_2d_affine": (lambda: nn.InstanceNorm2d(4, affine=True), (4, 5, 6)),
+    "instance_norm_1d_running": (
+        lambda: nn.InstanceNorm1d(4, affine=True, track_running_stats=True), (4, 9)),
+    "instance_norm_2d_running": (lambda: nn.InstanceNorm2d(4, track_running_stats=True),
+                                 (4, 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_layer_group_and_instance_norm(tmp_path, name):
+    make, sample = NORMS[name]
+    model = trained_statistics(affine_moved(make()))
+    path = mg.onnx.export(model, mg.randn(2, *sample) * 3 + 1, tmp_path / "norm.onnx")
+    x, got = agrees(path, model, sample, batches=(1, 5), draw=lambda *s: mg.randn(*s) * 3 + 1)
+    np.testing.assert_allclose(got, torch_oracle(model, x), rtol=TOLERANCE, atol=TOLERANCE)
+    types = op_types(path)
+    if "running" in name:   # the running statistics: (x - mean) / sqrt(var + eps)
+        assert "LayerNormalization" not in types and {"Sub", "Div", "Sqrt"} <= set(types)
+    else:   # each sample's own statistics over its last axes: one LayerNormalization
+        assert types.count("LayerNormalization") == 1
+    assert ("Mul" in types) == (model.weight is not None)
+
+
+def test_normalize_over_the_batch_axis_is_spelled_out(tmp_path):
+    """The input's statistics over axes that are not the sample's last ones (here the batch
+    axis among them, as batch norm in training takes them): ReduceMean, two passes."""
+    class BatchStatistics(nn.Module):
+        def forward(self, x):
+            return mg.ops.normalize(x, (0, 2))[0]
+
+    model = BatchStatistics()
+    path = mg.onnx.export(model, mg.randn(4, 3, 5), tmp_path / "m.onnx")
+    agrees(path, model, (3, 5), batches=(2, 6))
+    assert op_types(path).count("ReduceMean") == 2
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("opset", [18, 20])
+def test_gelu_both_forms_as_the_onnx_op_or_spelled_out(tmp_path, approximate, opset):
+    model = nn.Sequential(nn.Linear(6, 6), nn.GELU(approximate=approximate))
+    path = mg.onnx.export(model, mg.randn(3, 6) * 3, tmp_path / "gelu.onnx", opset=opset)
+    x, got = agrees(path, model, (6,), batches=(2, 5), draw=lambda *s: mg.randn(*s) * 3)
+    hidden = torch.from_numpy(model[0](x).detach().numpy())
+    np.testing.assert_allclose(got, TF.gelu(hidden, approximate=approximate).numpy(),
+                               rtol=TOLERANCE, atol=TOLERANCE)
+    types = set(op_types(path))
+    assert onnx.load(str(path)).opset_import[0].version == opset
+    if opset >= 20:
+        assert "Gelu" in types and not {"Erf", "Tanh"} & types
+    else:
+        assert "Gelu" not in types and ("Tanh" if approximate == "tanh" else "Erf") in types
+
+
+def test_an_opset_outside_the_supported_range_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"opset must be from 18 to \d+.*not 13"):
+        mg.onnx.export(nn.GELU(), mg.randn(2, 3), tmp_path / "m.onnx", opset=13)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention, integer inputs, a GPT block.
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention from matrix products and a softmax; `mask` None, "fill"
+    (masked_fill with -inf above the diagonal) or "add" (a -inf mask added)."""
+
+    def __init__(self, dim=8, heads=2, mask=None):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+        self.heads, self.mask = heads, mask
+
+    def forward(self, x):
+        n, t, c = x.shape
+        def heads(y):   # (N, T, C) -> (N, H, T, C / H)
+            return y.reshape(n, t, self.heads, c // self.heads).transpose(1, 2)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(c // self.heads))
+        future = mg.ones(t, t).triu(1) == 1
+        if self.mask == "fill":
+            scores = scores.masked_fill(future, float("-inf"))
+        elif self.mask == "add":
+            scores = scores + mg.where(future, float("-inf"), 0.0)
+        y = nn.functional.softmax(scores, dim=-1) @ v
+        return self.out(y.transpose(1, 2).reshape(n, t, c))
+
+
+@pytest.mark.parametrize("mask", [None, "fill", "add"])
+def test_self_attention(tmp_path, mask):
+    model = SelfAttention(mask=mask)
+    path = mg.onnx.export(model, mg.randn(2, 5, 8), tmp_path / "attention.onnx")
+    agrees(path, model, (5, 8), batches=(1, 6))
+    types = op_types(path)
+    assert types.count("MatMul") >= 6 and "Softmax" in types
+    assert ("Where" in types) == (mask == "fill")
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm transformer block: x + attention(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.ln1, self.attention = nn.LayerNorm(dim), SelfAttention(dim, heads, mask="fill")
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Token and position embeddings, two blocks, a final layer norm, logits."""
+
+    def __init__(self, vocab=11, dim=8, heads=2, context=6):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(vocab, dim), nn.Embedding(context, dim)
+        self.blocks = nn.Sequential(TransformerBlock(dim, heads),
+                                    TransformerBlock(dim, heads))
+        self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        x = self.tokens(idx) + self.positions(mg.arange(idx.shape[1]))
+        return self.head(self.ln(self.blocks(x)))
+
+
+def tokens(dtype, vocab=11):
+    return lambda *shape: mg.randint(0, vocab, shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_embedding_of_an_integer_input(tmp_path, dtype):
+    model = nn.Embedding(11, 4)
+    path = mg.onnx.export(model, tokens(dtype)(3, 5), tmp_path / "embedding.onnx")
+    agrees(path, model, (5,), batches=(1, 4), draw=tokens(dtype))
+    graph = onnx.load(str(path)).graph
+    assert graph.input[0].type.tensor_type.elem_type == onnx.helper.np_dtype_to_tensor_dtype(
+        np.dtype(dtype))
+    assert graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    (gather,) = graph.node[:-1]
+    assert gather.op_type == "Gather" and list(gather.input) == ["weight", "input"]
+
+
+class Counts(nn.Module):
+    """An integer input used as numbers: converted, it meets a linear layer and a product."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, counts):
+        return self.linear(counts.float()) * counts
+
+
+def test_an_integer_input_used_as_numbers(tmp_path):
+    model = Counts()
+    path = mg.onnx.export(model, tokens("int64")(2, 3), tmp_path / "counts.onnx")
+    agrees(path, model, (3,), batches=(1, 5), draw=tokens("int64"))
+    assert op_types(path).count("Cast") == 1   # the input, converted once, read twice
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_gpt_block(tmp_path, dtype):
+    model = affine_moved(GPT())
+    path = mg.onnx.export(model, tokens(dtype)(2, 6), tmp_path / "gpt.onnx")
+    agrees(path, model, (6,), batches=(1, 5), draw=tokens(dtype))
+    types = op_types(path)
+    assert types.count("LayerNormalization") == 5 and types.count("Gather") == 1
+    assert {"Softmax", "Where", "Tanh", "MatMul"} <= set(types)
+    # the position embedding of arange(T) does not depend on the input: it is one constant
+    assert "positions.weight" not in {init.name for init in onnx.load(str(path)).graph.initializer}
+
+
+# ---------------------------------------------------------------------------------------------
+# What does not export says what and where.
+
+class Mixer(nn.Module):
+    def forward(self, x):
+        return x.cumsum(dim=1)
+
+
+def test_a_refused_op_names_the_module_path(tmp_path):
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), Mixer()))
+    with pytest.raises(NotImplementedError, match=r"cumsum \(in 1\.1\) has no ONNX export; "
+                                                  r"exportable ops: .*gelu.*normalize"):
+        mg.onnx.export(model, mg.randn(2, 4), tmp_path / "m.onnx")
+
+
+class Shifted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(10, 3)
+
+    def forward(self, idx):
+        return self.embedding(idx % 5)   # integer arithmetic: not on the tape
+
+
+class PlusZeros(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.linear(x) + mg.zeros(x.shape)   # a constant of the batch's size
+
+
+REFUSED = {
+    "integer arithmetic": (Shifted, lambda: tokens("int64", 10)(2, 4), r"getitem \(in embedding\)"),
+    "padding_idx": (lambda: nn.Embedding(10, 3, padding_idx=0),
+                    lambda: mg.tensor([[1, 0, 2], [3, 4, 0]]), r"where \(in Embedding\)"),
+    "shape of the input": (PlusZeros, lambda: mg.randn(2, 3), r"add \(in PlusZeros\)"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_constant_computed_from_the_input_is_an_error_naming_op_and_layer(tmp_path, case):
+    make, example, where = REFUSED[case]
+    with pytest.raises(NotImplementedError, match=where + r" reads a constant of shape .* "
+                                                  r"changes with the input.*What exports"):
+        mg.onnx.export(make(), example(), tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
+
+
+class BatchDependent(nn.Module):
+    def forward(self, x):
+        return x.relu() if x.shape[0] < 3 else x.tanh()
+
+
+def test_ops_that_depend_on_the_input_are_an_error(tmp_path):
+    with pytest.raises(NotImplementedError, match=r"in BatchDependent the model ran tanh "
+                                                  r"instead of relu on another input"):
+        mg.onnx.export(BatchDependent(), mg.randn(2, 3), tmp_path / "m.onnx")
+    mg.onnx.export(BatchDependent(), mg.randn(2, 3), tmp_path / "m.onnx", dynamic_batch=False)
+
+
+class TwoRowsOnly(nn.Module):
+    def forward(self, x):   # (2, 6) -> (4, 3): fails for any other batch size
+        return x.reshape(4, 3).relu()
+
+
+def test_a_model_that_fails_on_the_second_run_says_why(tmp_path):
+    with pytest.raises(RuntimeError, match=r"the model failed on the example moved one place "
+                                           r"along, shape \(3, 6\).*dynamic_batch=False.*"
+                                           r"reshape"):
+        mg.onnx.export(TwoRowsOnly(), mg.randn(2, 6), tmp_path / "m.onnx")
+    path = mg.onnx.export(TwoRowsOnly(), mg.randn(2, 6), tmp_path / "m.onnx",
+                          dynamic_batch=False)
+    agrees(path, TwoRowsOnly(), (6,), batches=(2,))

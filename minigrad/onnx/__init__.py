@@ -1,15 +1,25 @@
 """ONNX export: `mg.onnx.export(model, example_input, "model.onnx")` (needs the extra `onnx`).
 
-The model runs once on `example_input` inside `mg.autograd.record()`, with the input made to
-require grad so that every op reached from it lands on the tape; the tape, read in order, is the
-ONNX graph. Each op becomes one or a few ONNX nodes (the table in `minigrad.onnx.ops`):
+The model runs once on `example_input` inside `mg.autograd.record()`, with a floating-point
+input made to require grad so that every op reached from it lands on the tape; the tape, read
+in order, is the ONNX graph. Each op becomes one or a few ONNX nodes (the table in
+`minigrad.onnx.ops`):
 
-    graph input   "input"   the example input, its first axis named "batch" (any size)
+    graph input   "input"   the example input, its dtype (int64 token ids stay int64), its
+                            first axis named "batch" (any size)
     initializers            parameters and buffers (named as in state_dict), and constants
     nodes                   the ops in tape order; an op whose inputs do not depend on the
-                            input (a reshape of gamma, say) is folded: its value becomes an
-                            initializer
+                            input (a reshape of gamma, the position embedding of arange(T))
+                            is folded: its value becomes an initializer
     graph output  "output"  the model's result ("output0", "output1", ... for a tuple)
+
+An integer input never requires grad, so minigrad records nothing it passes through until it
+meets a parameter: the tape shows it as a constant (the index array of `weight[tokens]`, the
+input of `tokens.float()`'s consumer). The model therefore runs a second time, on the example
+moved one place along with one more row, and `constants.py` compares the two tapes: a constant
+equal to the input in both runs is the input; one that changes otherwise was computed from it off
+the tape (`tokens % 5`, Embedding's padding mask, `zeros(x.shape)`) and is an error, as is a
+model that runs other ops the second time.
 
 The batch axis stays free: a reshape that keeps the input's leading axis writes 0 for it (ONNX
 for "the size the input has"), so the file runs with any batch size. A reshape that merges the
@@ -20,11 +30,14 @@ running statistics, dropout off) and put back into the mode it was in.
 Batch norm (the fused layers, `fused_batch_norm`) exports as ONNX BatchNormalization, or with
 `batch_norm="primitives"` as its parts, normalize (Sub, Div by Sqrt(var + eps)), multiply and
 add, so the exported graph shows the separation minigrad is built on. Composed BN layers
-(`fused=False`) are already normalize, mul and add on the tape and export as those.
+(`fused=False`) are already normalize, mul and add on the tape and export as those. Layer,
+group and instance norm are `normalize` of each sample over its last axes, which is ONNX
+LayerNormalization (opset 17), then the tape's multiply and add. GELU is ONNX Gelu from
+`opset=20`; at the default opset 18 it is spelled out with Erf or Tanh.
 
 An op with no ONNX counterpart in the table is a NotImplementedError naming it and the layer
-that ran it; nothing is written then. The file is written atomically (minigrad/atomic.py) after
-`onnx.checker` has passed.
+(module path) that ran it; nothing is written then. The file is written atomically
+(minigrad/atomic.py) after `onnx.checker` has passed.
 """
 from .export import export, to_model
 

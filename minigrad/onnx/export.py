@@ -6,9 +6,9 @@ import numpy
 from .. import autograd
 from ..atomic import atomic_write
 from ..tensor import Tensor
-from . import ops
+from . import constants, ops
 
-OPSET = 18
+OPSET = 18   # ReduceMean with its axes as an input; Gelu needs 20 (below, it is spelled out)
 
 
 def _onnx():
@@ -48,10 +48,9 @@ def _layer_of(calls, index):
 
 def trace(model, example_input):
     """(tape, input tensor, outputs as a list, layer calls): the model run once in eval mode."""
-    if not isinstance(example_input, Tensor):
-        raise TypeError(f"onnx.export: example_input must be a Tensor, got "
-                        f"{type(example_input).__name__}")
-    x = example_input.detach().requires_grad_(True)   # so every op reached from it is recorded
+    x = example_input.detach()
+    if x.dtype.kind == "f":
+        x.requires_grad_(True)   # so every op reached from it is recorded
     was_training = model.training
     model.eval()
     try:
@@ -65,17 +64,48 @@ def trace(model, example_input):
     return tape, x, outputs, calls
 
 
+def _trace_again(model, other, dynamic_batch):
+    """The tape of the model run on `other` (constants.varied)."""
+    try:
+        return trace(model, other)[0]
+    except Exception as error:
+        fixed = " (dynamic_batch=False keeps the batch size)" if dynamic_batch else ""
+        raise RuntimeError(f"onnx.export: the model failed on the example moved one place "
+                           f"along, shape {other.shape}, which export runs to tell the values "
+                           f"that come from the input from the constants{fixed}: "
+                           f"{type(error).__name__}: {error}") from error
+
+
 class Graph:
     """The ONNX graph being built: names for values, nodes, initializers; what depends on the
     input (`batched`), which is what keeps the batch axis free."""
 
-    def __init__(self, onnx, names, batch_norm, dynamic_batch):
+    def __init__(self, onnx, names, batch_norm, dynamic_batch, opset, x, inputs):
         self.onnx, self.helper = onnx, onnx.helper
         self.names = names               # value_key -> ONNX name
-        self.batched = set()             # ONNX names of values computed from the input
+        self.batched = {"input"}         # ONNX names of values computed from the input
         self.nodes, self.initializers, self.used = [], [], set(names.values())
-        self.batch_norm, self.dynamic_batch = batch_norm, dynamic_batch
-        self.initialized = set()         # ids of the leaves given an initializer (or the input)
+        self.batch_norm, self.dynamic_batch, self.opset = batch_norm, dynamic_batch, opset
+        self.initialized = {id(x)}       # ids of the leaves given an initializer (or the input)
+        self.input_dtype, self.inputs = x.dtype, inputs   # {id: a constant that is the input}
+        self.casts = {}                  # dtype -> the input converted to it
+
+    def kind(self, dtype):
+        """ONNX's number for a NumPy dtype."""
+        return self.helper.np_dtype_to_tensor_dtype(numpy.dtype(dtype))
+
+    def input_as(self, dtype):
+        """The graph input converted to `dtype` (one Cast per dtype)."""
+        if dtype == self.input_dtype:
+            return "input"
+        if dtype not in self.casts:
+            self.casts[dtype] = self.add("Cast", ["input"], to=self.kind(dtype))[0]
+        return self.casts[dtype]
+
+    def reads_input(self, ins, attrs):
+        """Whether an op reads the input: through one of `ins`, or as an index array."""
+        return (any(name in self.batched for name in ins if name is not None)
+                or any(id(array) in self.inputs for array in constants.attribute_arrays(attrs)))
 
     def fresh(self, stem):
         """A name not used yet, from `stem`."""
@@ -120,18 +150,26 @@ def _leaf_names(model, x):
 def to_model(model, example_input, batch_norm="fused", dynamic_batch=True, opset=OPSET):
     """The ONNX ModelProto of `model` traced on `example_input` (see the package docstring)."""
     onnx = _onnx()
+    if not isinstance(example_input, Tensor):
+        raise TypeError(f"onnx.export: example_input must be a Tensor, got "
+                        f"{type(example_input).__name__}")
     if batch_norm not in ("fused", "primitives"):
         raise ValueError(f"onnx.export: batch_norm must be 'fused' or 'primitives', not "
                          f"{batch_norm!r}")
+    if not OPSET <= opset <= onnx.defs.onnx_opset_version():
+        raise ValueError(f"onnx.export: opset must be from {OPSET} to "
+                         f"{onnx.defs.onnx_opset_version()} (the installed onnx's newest), "
+                         f"not {opset}")
     tape, x, outputs, calls = trace(model, example_input)
-    graph = Graph(onnx, _leaf_names(model, x), batch_norm, dynamic_batch)
-    graph.batched.add("input")
-    graph.initialized.add(id(x))
+    other = constants.varied(x, dynamic_batch)
+    inputs = constants.inputs_among(tape, x, _trace_again(model, other, dynamic_batch), other,
+                                    lambda index: _layer_of(calls, index))
+    graph = Graph(onnx, _leaf_names(model, x), batch_norm, dynamic_batch, opset, x, inputs)
     for index, (node, outs, attrs) in enumerate(tape.entries):
         layer = f"{node.name} (in {_layer_of(calls, index)})"
         _leaves_as_initializers(graph, node)
         ins = [None if t is None else graph.name_of(t, layer) for t in node.inputs]
-        if not any(name in graph.batched for name in ins if name is not None):
+        if not graph.reads_input(ins, attrs):
             _fold(graph, node, outs, ins)   # a constant: its value is known now
             continue
         converter = ops.CONVERTERS.get(node.name)
@@ -144,16 +182,20 @@ def to_model(model, example_input, batch_norm="fused", dynamic_batch=True, opset
             if name is not None:
                 graph.names[(node, i)] = name
     out_names = [graph.name_of(out, "the output") for out in outputs]
-    return _assemble(graph, x, outputs, out_names, opset)
+    return _assemble(graph, x, outputs, out_names)
 
 
 def _leaves_as_initializers(graph, node):
-    """Give every leaf input of `node` its initializer (once): a parameter or buffer under its
-    state_dict name, any other constant under a fresh one."""
+    """Give every leaf input of `node` its name (once): the input where it is the input
+    (constants.py), a parameter or buffer its initializer under its state_dict name, any other
+    constant an initializer under a fresh name."""
     for t in node.inputs:
         if t is None or t._node is not None or id(t) in graph.initialized:
             continue
         graph.initialized.add(id(t))
+        if id(t) in graph.inputs:
+            graph.names[id(t)] = graph.input_as(t.dtype)
+            continue
         name = graph.names.get(id(t))
         graph.names[id(t)] = graph.constant(t.numpy(force=True), name or "const", exact=name)
 
@@ -164,13 +206,12 @@ def _fold(graph, node, outs, ins):
         graph.names[(node, i)] = graph.constant(out.numpy(force=True), f"{stem}.{node.name}")
 
 
-def _assemble(graph, x, outputs, out_names, opset):
+def _assemble(graph, x, outputs, out_names):
     onnx, helper = graph.onnx, graph.helper
     def info(name, tensor, batched):
         free = batched and tensor.ndim and graph.dynamic_batch
         dims = ["batch"] + list(tensor.shape[1:]) if free else list(tensor.shape)
-        kind = helper.np_dtype_to_tensor_dtype(numpy.dtype(tensor.dtype))
-        return helper.make_tensor_value_info(name, kind, dims)
+        return helper.make_tensor_value_info(name, graph.kind(tensor.dtype), dims)
 
     final = []
     for i, (name, out) in enumerate(zip(out_names, outputs)):
@@ -182,8 +223,8 @@ def _assemble(graph, x, outputs, out_names, opset):
     onnx_graph = helper.make_graph(graph.nodes, "minigrad", [info("input", x, True)], final,
                                    initializers)
     model = helper.make_model(onnx_graph, producer_name="minigrad",
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(onnx.IR_VERSION, 10)
+                              opset_imports=[helper.make_opsetid("", graph.opset)])
+    model.ir_version = helper.find_min_ir_version_for(model.opset_import)
     onnx.checker.check_model(model, full_check=True)
     return model
 

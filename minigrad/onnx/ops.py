@@ -1,4 +1,4 @@
-"""minigrad op -> ONNX nodes, one converter per op name (opset 18).
+"""minigrad op -> ONNX nodes, one converter per op name (opset 18 and later).
 
 A converter gets the Graph being built and a Call (the tape's node, its inputs' ONNX names,
 its output tensors, the op's attributes, and `layer`, where it ran, for errors) and returns
@@ -59,9 +59,11 @@ def _pool(onnx_op, extra):
     def convert(graph, call):
         a = call.attrs
         if a.get("return_indices"):
-            _refuse(call, "max pooling with return_indices=True has no ONNX export")
+            _refuse(call, "max pooling with return_indices=True has no ONNX export (without "
+                          "it, MaxPool)")
         if a.get("divisor_override") is not None:
-            _refuse(call, "average pooling with divisor_override has no ONNX export")
+            _refuse(call, "average pooling with divisor_override has no ONNX export (without "
+                          "it, AveragePool)")
         return graph.add(onnx_op, [call.ins[0]], kernel_shape=list(a["kernel"]),
                          strides=list(a["stride"]), pads=_pads(a["padding"]),
                          ceil_mode=int(a.get("ceil_mode", False)), **extra(a))
@@ -144,10 +146,10 @@ def _bn_parts(graph, call, *, activation=None):
     return [y, None, None]
 
 
-def _normalized(graph, call, x, mean, var, eps):
-    """(x - mean) / sqrt(var + eps)."""
+def _normalized(graph, call, x, mean, var, eps, centred=None):
+    """(x - mean) / sqrt(var + eps), `centred` x - mean where it is already there."""
     std = graph.add("Sqrt", graph.add("Add", [var, _scalar(graph, call, eps)]))
-    return graph.add("Div", [graph.add("Sub", [x, mean])[0], std[0]])
+    return graph.add("Div", [centred or graph.add("Sub", [x, mean])[0], std[0]])
 
 
 def _activation(graph, y, activation):
@@ -168,18 +170,36 @@ def fused_batch_norm_act(graph, call):
 
 
 def normalize(graph, call):
-    """Inference form only: (x - mean) / sqrt(var + eps), mean and var given."""
-    x, mean, var = call.ins
-    if mean is None:
-        _refuse(call, "normalize with batch statistics (training mode) has no ONNX export; "
-                      "export in eval mode")
-    return _normalized(graph, call, x, mean, var, call.attrs["eps"]) + [None, None]
+    """(x - mean) / sqrt(var + eps). With mean and var given (running statistics, eval mode)
+    that formula; with the input's own statistics (layer, group and instance norm: each sample
+    over its last axes) LayerNormalization with scale 1, the one ONNX node for it; over other
+    axes (the batch axis among them) its definition, mean and variance by ReduceMean (two
+    passes, as minigrad's)."""
+    x, *given = call.ins
+    axes, eps, ndim = call.attrs["axes"], call.attrs["eps"], call.node.inputs[0].ndim
+    if given:
+        return _normalized(graph, call, x, *given, eps) + given
+    if axes[0] > 0 and axes == tuple(range(axes[0], ndim)):
+        dtype, shape = call.node.inputs[0].dtype, call.node.inputs[0].shape[axes[0]:]
+        return graph.add("LayerNormalization", [x, graph.constant(numpy.ones(shape, dtype),
+                                                                  "ones")],
+                         axis=axes[0], epsilon=eps) + [None, None]
+    axes = _ints(graph, axes)
+    (mean,) = graph.add("ReduceMean", [x, axes], keepdims=1)
+    (centred,) = graph.add("Sub", [x, mean])
+    (var,) = graph.add("ReduceMean", [graph.add("Mul", [centred, centred])[0], axes], keepdims=1)
+    return _normalized(graph, call, x, mean, var, eps, centred) + [mean, var]
 
 
 def getitem(graph, call):
-    """Slices become Slice, integer arrays and ints Gather (one axis at a time)."""
+    """Slices become Slice, ints and an integer array Gather (one axis at a time); the index
+    array may be the graph input itself (token ids: an Embedding)."""
     (x,), axis, shape = call.ins[:1], 0, call.node.inputs[0].shape
-    for part in call.attrs["index"]:
+    parts = call.attrs["index"]
+    if sum(hasattr(part, "dtype") for part in parts) > 1:
+        _refuse(call, "indexing with several arrays at once (NumPy pairs them up) has no ONNX "
+                      "export; what exports: ints, slices and one integer array")
+    for part in parts:
         if isinstance(part, slice):
             start, stop, step = part.indices(shape[axis])
             if (start, stop, step) != (0, shape[axis], 1):
@@ -188,13 +208,14 @@ def getitem(graph, call):
                 (x,) = graph.add("Slice", [x] + [_ints(graph, [v]) for v in
                                                  (start, stop, axis, step)])
             axis += 1
-        elif isinstance(part, (int, numpy.integer)) or (
-                hasattr(part, "dtype") and part.dtype.kind in "iu" and part.ndim <= 1):
-            index = graph.constant(numpy.asarray(part, dtype=numpy.int64), "index")
-            (x,) = graph.add("Gather", [x, index], axis=axis)
+        elif numpy.asarray(part).dtype.kind in "iu":
+            rows = (graph.input_as(part.dtype) if id(part) in graph.inputs
+                    else graph.constant(numpy.asarray(part, dtype=numpy.int64), "index"))
+            (x,) = graph.add("Gather", [x, rows], axis=axis)
             axis += numpy.ndim(part)
         else:
-            _refuse(call, f"indexing with {type(part).__name__} has no ONNX export here")
+            _refuse(call, f"indexing with {type(part).__name__} has no ONNX export; what "
+                          "exports: ints, slices and one integer array")
     return [x]
 
 
@@ -228,18 +249,27 @@ def silu(graph, call):
 
 
 def gelu(graph, call):
-    """x/2 (1 + erf(x / sqrt 2)); the tanh approximation has no export here."""
-    if call.attrs.get("approximate", "none") != "none":
-        _refuse(call, "gelu(approximate='tanh') has no ONNX export here")
-    x = call.ins[0]
-    (erf,) = graph.add("Erf", graph.add("Div", [x, _scalar(graph, call, numpy.sqrt(2.0))]))
-    (half,) = graph.add("Mul", [x, _scalar(graph, call, 0.5)])
-    return graph.add("Mul", [half, graph.add("Add", [erf, _scalar(graph, call, 1.0)])[0]])
+    """ONNX Gelu from opset 20; before it, spelled out as minigrad computes it:
+    x (1 + erf(x / sqrt 2)) / 2, or with approximate="tanh" x (1 + tanh(u)) / 2,
+    u = sqrt(2 / pi) (x + 0.044715 x^3)."""
+    x, approximate = call.ins[0], call.attrs.get("approximate", "none")
+    if graph.opset >= 20:
+        return graph.add("Gelu", [x], approximate=approximate)
+    if approximate == "tanh":
+        (cube,) = graph.add("Mul", [graph.add("Mul", [x, x])[0], x])
+        (inner,) = graph.add("Add", [x, graph.add("Mul", [cube, _scalar(graph, call,
+                                                                        0.044715)])[0]])
+        (u,) = graph.add("Mul", [inner, _scalar(graph, call, numpy.sqrt(2 / numpy.pi))])
+        (phi,) = graph.add("Tanh", [u])
+    else:
+        (phi,) = graph.add("Erf", [graph.add("Mul", [x, _scalar(graph, call,
+                                                                numpy.sqrt(0.5))])[0]])
+    (y,) = graph.add("Mul", [x, graph.add("Add", [phi, _scalar(graph, call, 1.0)])[0]])
+    return graph.add("Mul", [y, _scalar(graph, call, 0.5)])
 
 
 def cast(graph, call):
-    kind = graph.helper.np_dtype_to_tensor_dtype(numpy.dtype(call.outs[0].dtype))
-    return graph.add("Cast", [call.ins[0]], to=kind)
+    return graph.add("Cast", [call.ins[0]], to=graph.kind(call.outs[0].dtype))
 
 
 def broadcast_to(graph, call):
@@ -265,7 +295,8 @@ CONVERTERS = {
     "avg_pool2d": _pool("AveragePool", lambda a: {
         "count_include_pad": int(a.get("count_include_pad", True))}),
     "reshape": reshape, "transpose": transpose, "broadcast_to": broadcast_to,
-    "getitem": getitem, "pad": pad, "clone": same("Identity"), "cast": cast,
+    "getitem": getitem, "where": same("Where"), "pad": pad, "clone": same("Identity"),
+    "cast": cast,
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "max": _reduce("ReduceMax"),
     "min": _reduce("ReduceMin"),
     "fused_batch_norm": fused_batch_norm, "fused_batch_norm_act": fused_batch_norm_act,
