@@ -30,8 +30,8 @@ def _equal(a, b):
         return type(a) is dict and list(a) == list(b) and all(_equal(a[k], b[k]) for k in b)
     if isinstance(b, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(map(_equal, a, b))
-    if isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(b, np.ndarray):   # arrays load as tensors
+        return isinstance(a, mg.Tensor) and a.dtype == b.dtype and np.array_equal(a.numpy(), b)
     return type(a) is type(b) and a == b
 
 

@@ -45,9 +45,9 @@ def check(array, where):
                         "pickle; store numeric arrays")
 
 
-def write(file, arrays, structure):
+def write(file, arrays, structure, flat):
     manifest = {"format": FORMAT, "arrays": list(arrays),
-                "structure": None if structure is None else json.dumps(structure, allow_nan=False)}
+                "structure": None if flat else json.dumps(structure, allow_nan=False)}
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         archive.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
         for name, array in arrays.items():
