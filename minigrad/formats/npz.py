@@ -43,6 +43,9 @@ def check(array, where):
     if array.dtype.hasobject:
         raise TypeError(f"save: {where} has dtype object, which could only be stored with "
                         "pickle; store numeric arrays")
+    if npy.descr_to_dtype(npy.dtype_to_descr(array.dtype)) != array.dtype:
+        raise TypeError(f"save: {where} has dtype {array.dtype}, which a .npy header cannot "
+                        f"name (NumPy would read raw bytes back); save it to .safetensors")
 
 
 def write(file, arrays, structure, flat):
