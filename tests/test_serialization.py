@@ -181,7 +181,7 @@ class _Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize("extension", FORMATS)
+@pytest.mark.parametrize("extension", FORMATS + [".pt"])
 @pytest.mark.parametrize("crash", [_Crash, KeyboardInterrupt])
 def test_a_crash_mid_write_leaves_the_old_file_intact(tmp_path, monkeypatch, extension, crash):
     path = tmp_path / ("state" + extension)
