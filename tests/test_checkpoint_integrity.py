@@ -309,3 +309,12 @@ def test_a_dropped_zip_directory_entry_is_caught_by_the_manifest(tmp_path):
         assert len(archive.infolist()) == 3
     with pytest.raises(mg.CheckpointError, match=r"missing \['c'\]"):
         mg.load(path)
+
+
+def test_a_stored_structure_that_names_an_array_twice_loads_it_as_one_tensor(tmp_path):
+    path = tmp_path / "twice.npz"
+    structure = {"list": [{"tensor": "x"}, {"tensor": "x"}]}
+    path.write_bytes(_zip({"__minigrad__.json": _manifest(["x"], structure).encode(),
+                           "x.npy": _npy(np.ones(2))}))
+    loaded = mg.load(path)
+    assert len(loaded) == 2 and loaded[0] is loaded[1]

@@ -307,3 +307,15 @@ def test_the_same_view_rebuilt_many_times_loads_as_one_tensor(tmp_path):
     loaded = mg.load(path)
     assert len(loaded) == 200 and all(t is loaded[0] for t in loaded)
     assert len(torch.load(path, weights_only=True)) == 200
+
+
+@pytest.mark.parametrize("state", [b"}X\x05\x00\x00\x00arrayX\x01\x00\x00\x00xs",        # dict
+                                   b"N}X\x05\x00\x00\x00arrayX\x01\x00\x00\x00xs\x86"])  # slots
+def test_a_pickle_that_changes_a_rebuilt_tensor_is_refused(tmp_path, state):
+    """BUILD sets attributes: on a rebuilt tensor it could swap the checked array for anything."""
+    _, records = torch_file(tmp_path, torch.arange(6.0))
+    pkl = next(name for name in records if name.endswith("data.pkl"))
+    path = rewritten(tmp_path, records, lambda name, c: c[:-1] + state + b"b." if name == pkl
+                     else c)
+    with pytest.raises(CheckpointError, match="changed after it was rebuilt"):
+        mg.load(path)

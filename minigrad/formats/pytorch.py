@@ -65,6 +65,8 @@ def check(array, where):
 
 # ---------------------------------------------------------------------------------- writing
 def write(file, arrays, structure, flat):
+    """The structure is always pickled: a flat dict as a dict of tensors, as torch.save writes a
+    state dict."""
     pickler = _Pickler(arrays)
     data = pickler.dump(structure)
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
