@@ -1,4 +1,4 @@
-"""`save(state, path)` and `load(path)`: checkpoints of arrays and nested state, never pickle.
+"""`save(obj, path)` and `load(path)`: torch.save / torch.load for tensors and nested state.
 
 The format follows the file's extension (see `minigrad.formats`):
 
@@ -7,14 +7,24 @@ The format follows the file's extension (see `minigrad.formats`):
     .pt / .pth     PyTorch's zip (torch.save's layout), its pickle read by a restricted
                    unpickler that runs no pickle code (minigrad/formats/pytorch.py)
 
-`state` is a flat dict of name -> array (e.g. `model.state_dict()`), stored as exactly those
-named arrays so other tools read the file, or nested state: dicts (str or int keys), lists and
-tuples of arrays, Tensors, Python numbers, strings, bools and None, e.g.
+`obj` is what torch.save takes in a weights-only file: a tensor, or dicts (str or int keys),
+OrderedDicts, lists and tuples of tensors, NumPy arrays and scalars, Python numbers, strings,
+bools and None, nested to any depth, e.g.
 
     mg.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, path)
 
-Nested state is stored as its arrays, named by their dotted key paths ("model.0.weight"), plus
-a JSON description of the structure, which `load` uses to give back the same structure.
+Every format loads the same values: each array comes back as a Tensor (on `load`'s device),
+except those of dtypes a Tensor cannot hold (bfloat16, float8: NumPy arrays of `ml_dtypes`);
+containers, numbers, strings, bools and None as they were saved.
+
+A flat dict of str -> array (a state dict) is stored as exactly those named arrays, so other
+tools read the file. Anything else is stored as its arrays, named by their dotted key paths
+("model.0.weight"), plus a JSON description of the structure (in a .pt file, the pickle).
+Memory saved twice (the same tensor under two keys, tied weights: equal address, shape, strides
+and dtype) is stored once and loads as one tensor in every place; in .safetensors and .npz under
+its first name, which is what other tools see (safetensors' own `save_file` refuses such
+tensors, its `save_model` keeps the first name too). Tensors that overlap only in part are
+stored apart.
 
 Saving is atomic (see `minigrad.atomic`): a crash or an exception mid-write leaves any earlier
 file under `path` as it was.
@@ -24,8 +34,9 @@ minigrad's own in-place changes (optimizer steps, in-place ops, batch norm's run
 never a mix of two steps within one tensor: `state_dict()` and `save` copy each tensor holding
 the lock those changes hold (minigrad/version.py). Different tensors may come from different
 steps; for a checkpoint of one step, save between steps (in the training thread, or while it
-waits). NumPy arrays in `state` are written as they are: changing them meanwhile is a race.
+waits). NumPy arrays in `obj` are written as they are: changing them meanwhile is a race.
 """
+import collections
 import json
 import math
 import os
@@ -43,6 +54,8 @@ _FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz,
             **dict.fromkeys(pytorch.EXTENSIONS, pytorch)}
 _RESERVED_NAMES = {safetensors.METADATA}   # names a flat dict cannot use as array names
 _DEFAULT_EXPANSION, _DEFAULT_ALLOWANCE = 8, 64 << 20   # load's default max_bytes (see load)
+_SUPPORTED = ("Tensors, NumPy arrays and scalars, dicts and OrderedDicts (str or int keys), "
+              "lists, tuples, int, float, bool, str and None")
 
 
 def _format(path, action):
@@ -74,24 +87,37 @@ def _as_array(value, where, check):
     return array
 
 
-class _Flattener:
-    """Nested state -> ({dotted name: array}, JSON structure that refers to the arrays by name).
+def _memory(array):
+    """What tells the memory of a NumPy or CuPy array apart: (address, shape, strides, dtype)
+    are equal for two arrays only when they hold the same elements (while both are alive). None
+    for other values and for empty arrays (whose address means nothing)."""
+    if isinstance(array, numpy.ndarray):
+        address = array.__array_interface__["data"][0]
+    elif hasattr(array, "__cuda_array_interface__"):   # a CuPy array (a GPU tensor's)
+        address = array.__cuda_array_interface__["data"][0]
+    else:
+        return None
+    if array.size == 0:
+        return None
+    return type(array), address, array.shape, array.strides, array.dtype
 
-    Structure nodes: {"tensor"|"array"|"scalar": name} for a Tensor, a NumPy array or a NumPy
-    scalar; {"dict": [[key, node], ...]} (key order and int keys kept), {"list": [...]},
-    {"tuple": [...]}; {"float": "nan"|"inf"|"-inf"}; JSON null, bools, numbers and strings as
-    themselves."""
+
+class _Flattener:
+    """The state -> ({dotted name: array}, JSON structure that refers to the arrays by name).
+
+    Structure nodes: {"tensor": name} for an array (a Tensor, a NumPy array or scalar; one name
+    for memory saved twice); {"dict" | "ordered_dict": [[key, node], ...]} (key order and int
+    keys kept), {"list": [...]}, {"tuple": [...]}; {"float": "nan"|"inf"|"-inf"}; JSON null,
+    bools, numbers and strings as themselves."""
 
     def __init__(self, check):
         self.check, self.arrays = check, {}
+        self.names = {}   # _memory(array) -> (name, array): the array kept alive while saving
 
     def node(self, value, keys):
         where = "state" + "".join(f"[{k!r}]" for k in keys)
         if _is_array(value):
-            kind = ("tensor" if isinstance(value, Tensor) else
-                    "scalar" if isinstance(value, numpy.generic) else "array")
-            return {kind: self._add(".".join(map(str, keys)) or "value",
-                                    _as_array(value, where, self.check))}
+            return {"tensor": self._add(value, keys, where)}
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
@@ -101,44 +127,61 @@ class _Flattener:
                 if isinstance(key, bool) or not isinstance(key, (str, int)):
                     raise TypeError(f"save: {where} has the key {key!r} "
                                     f"({type(key).__name__}); keys must be str or int")
-            return {"dict": [[k, self.node(v, keys + [k])] for k, v in value.items()]}
+            kind = "ordered_dict" if isinstance(value, collections.OrderedDict) else "dict"
+            return {kind: [[k, self.node(v, keys + [k])] for k, v in value.items()]}
         if isinstance(value, (list, tuple)):
             return {type(value).__name__: [self.node(v, keys + [i]) for i, v in enumerate(value)]}
-        raise TypeError(f"save: {where} is a {type(value).__name__}; state may hold arrays, "
-                        "Tensors, dicts, lists, tuples, numbers, strings, bools and None")
+        hint = " (save its .state_dict())" if hasattr(value, "state_dict") else ""
+        raise TypeError(f"save: {where} ({type(value).__name__}) cannot be saved{hint}; "
+                        f"supported: {_SUPPORTED}")
 
-    def _add(self, name, array):
-        unique, count = name, 1
+    def _add(self, value, keys, where):
+        """The name `value` is stored under: that of the same memory stored before, else its
+        dotted key path (made unique)."""
+        array = value.array if isinstance(value, Tensor) else value
+        memory = _memory(array)
+        if memory in self.names:
+            return self.names[memory][0]
+        name, count = ".".join(map(str, keys)) or "value", 1
+        unique = name
         while unique in self.arrays or unique in _RESERVED_NAMES:
             count += 1
             unique = f"{name}#{count}"
-        self.arrays[unique] = array
+        self.arrays[unique] = _as_array(value, where, self.check)
+        if memory is not None:
+            self.names[memory] = unique, array
         return unique
 
 
 def _flatten(state, check):
-    """(arrays, structure): structure is None for a flat dict of str -> array, which is stored
-    as exactly those named arrays."""
-    if not isinstance(state, (dict, list, tuple)):
-        hint = " (pass model.state_dict())" if hasattr(state, "state_dict") else ""
-        raise TypeError(f"save: state must be a dict (e.g. model.state_dict()), a list or a "
-                        f"tuple, not {type(state).__name__}{hint}")
-    if isinstance(state, dict) and all(isinstance(k, str) and k not in _RESERVED_NAMES
-                                       and _is_array(v) for k, v in state.items()):
-        return {k: _as_array(v, f"state[{k!r}]", check) for k, v in state.items()}, None
+    """(arrays, structure, flat): `flat` when `state` is a dict of str -> array, every value
+    stored under its own key (none renamed, none shared), which formats store as just those
+    named arrays."""
     flattener = _Flattener(check)
     structure = flattener.node(state, [])
-    return flattener.arrays, structure
+    flat = isinstance(state, dict) and list(flattener.arrays) == list(state)
+    return flattener.arrays, structure, flat
+
+
+def _loaded(array, device):
+    """A stored array as `load` gives it, in this machine's byte order (an .npz may hold
+    big-endian arrays): a Tensor on `device`, or the NumPy array itself where a Tensor cannot
+    hold its dtype (bfloat16 and float8, from ml_dtypes)."""
+    array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    if array.dtype.kind not in "biufc":
+        return array
+    return as_tensor(array, device=device)
 
 
 class _Builder:
     """The json object_pairs_hook that turns the stored structure back into the state while it
     is parsed: each node (a one-key object) becomes its value at once, innermost first, so no
-    second tree of the structure is held next to the state. Every array may be used once."""
+    second tree of the structure is held next to the state. Each stored array is loaded once,
+    and is the same value wherever the structure refers to it."""
 
     def __init__(self, arrays, device, path, extension):
         self.arrays, self.device, self.path, self.extension = arrays, device, path, extension
-        self.used = set()
+        self.loaded = {}   # name -> its loaded value
 
     def bad(self, what):
         return fail(self.path, self.extension, f"the stored structure is damaged ({what})")
@@ -147,22 +190,21 @@ class _Builder:
         if len(pairs) != 1:
             raise self.bad(f"unexpected node {dict(pairs)!r:.80}")
         (kind, content), = pairs
+        # (files written before this version name NumPy arrays "array", NumPy scalars "scalar")
         if kind in ("tensor", "array", "scalar"):
-            if not isinstance(content, str) or content not in self.arrays or content in self.used:
+            if not isinstance(content, str) or content not in self.arrays:
                 raise self.bad(f"{kind} {content!r:.80} is not one of the stored arrays")
-            self.used.add(content)
-            array = self.arrays[content]
-            if kind == "tensor":
-                return as_tensor(array, device=self.device)
-            return array[()] if kind == "scalar" else array
+            if content not in self.loaded:
+                self.loaded[content] = _loaded(self.arrays[content], self.device)
+            return self.loaded[content]
         if kind == "float" and content in ("nan", "inf", "-inf"):
             return float(content)
         if kind in ("list", "tuple") and isinstance(content, list):
             return content if kind == "list" else tuple(content)
-        if kind == "dict" and isinstance(content, list) and all(
+        if kind in ("dict", "ordered_dict") and isinstance(content, list) and all(
                 isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
                 for item in content):
-            return dict(content)
+            return dict(content) if kind == "dict" else collections.OrderedDict(content)
         raise self.bad(f"unexpected node {dict(pairs)!r:.80}")
 
 
@@ -178,39 +220,42 @@ def _unflatten(text, arrays, device, path, extension):
     except ValueError as error:
         raise fail(path, extension, f"the stored structure is not valid JSON "
                                     f"({str(error):.200})") from None
-    if len(builder.used) != len(arrays):
-        unused = [name for name in arrays if name not in builder.used]
+    if len(builder.loaded) != len(arrays):
+        unused = [name for name in arrays if name not in builder.loaded]
         raise fail(path, extension, f"the stored structure does not use the arrays "
                                     f"{unused[:5]}")
     return state
 
 
-def save(state, path):
-    """Write `state` to `path` as .safetensors, .npz or .pt/.pth, by its extension, atomically.
+def save(obj, path):
+    """Write `obj` to `path` as .safetensors, .npz or .pt/.pth, by its extension, atomically.
 
-    state: a flat dict of name -> NumPy array or Tensor (e.g. `model.state_dict()`), stored as
-    those named arrays; or nested dicts (str or int keys), lists and tuples of arrays, Tensors,
-    NumPy scalars, Python numbers, strings, bools and None. Anything else is a TypeError raised
-    before the file is touched. Raises PermissionError where open(path, "w") would."""
+    obj: a Tensor, a NumPy array, a state dict, or nested dicts (str or int keys),
+    OrderedDicts, lists and tuples of Tensors, NumPy arrays and scalars, Python numbers,
+    strings, bools and None (an optimizer's state dict, a whole training checkpoint). Anything
+    else is a TypeError naming where it sits in `obj` (e.g. state['optim'][2]), raised before
+    the file is touched. Raises PermissionError where open(path, "w") would."""
     path = os.fspath(path)
     extension = _format(path, "save")
     file_format = _FORMATS[extension]
     try:
-        arrays, structure = _flatten(state, file_format.check)
-        atomic_write(path, lambda file: file_format.write(file, arrays, structure))
+        arrays, structure, flat = _flatten(obj, file_format.check)
+        atomic_write(path, lambda file: file_format.write(file, arrays, structure, flat))
     except RecursionError:
         raise ValueError("save: state is nested too deeply to store, or contains itself") from None
 
 
 def load(path, device=None, max_bytes=None):
-    """Read a checkpoint written by `save`, any .safetensors / .npz file of plain arrays, or a
-    .pt / .pth file written by `torch.save` (weights only: tensors in dicts, lists, tuples,
-    numbers and strings; anything else is refused before it could run). From a .pt file tensors
-    come back as Tensors (NumPy arrays and scalars were saved as tensors).
+    """What `save` wrote to `path`, any .safetensors / .npz file of plain arrays, or a .pt /
+    .pth file written by `torch.save` (weights only: tensors in dicts, lists, tuples, numbers and
+    strings; anything else is refused before it could run).
 
-    A flat dict comes back as a dict of name -> NumPy array, or of Tensors on `device` when a
-    device is given. Nested state comes back with the same structure: NumPy arrays and scalars
-    as they were saved, Tensors as Tensors on `device` (default the CPU).
+    Arrays come back as Tensors on `device` (default the CPU), from every format, except those
+    of dtypes a Tensor cannot hold (bfloat16, float8: NumPy arrays of ml_dtypes' dtypes). A file
+    of plain named arrays (a flat dict: other tools' files, and state dicts saved to .safetensors
+    or .npz) comes back as a dict of name -> Tensor; anything else with the structure it was
+    saved with (a .pt file: as `torch.load(path, weights_only=True)` gives it). A tensor saved
+    in several places comes back as one tensor in all of them.
 
     max_bytes: the most bytes the file's arrays may take in memory, checked before any is read.
     The default (None) is what is safe for a file from anywhere: 8 times the file's size plus
@@ -235,7 +280,5 @@ def load(path, device=None, max_bytes=None):
         max_bytes = _DEFAULT_EXPANSION * os.path.getsize(path) + _DEFAULT_ALLOWANCE
     arrays, structure = _FORMATS[extension].read(path, max_bytes)
     if structure is None:
-        if device is None:
-            return arrays
-        return {name: as_tensor(a, device=device) for name, a in arrays.items()}
+        return {name: _loaded(array, device) for name, array in arrays.items()}
     return _unflatten(structure, arrays, device, path, extension)

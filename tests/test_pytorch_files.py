@@ -286,7 +286,15 @@ def test_a_deep_pickle_is_a_clear_error(tmp_path):
 
 
 def test_many_views_of_one_storage_cannot_blow_up(tmp_path):
-    big = torch.zeros(1 << 16)   # 256 KiB, viewed 200 times by a pickle of a few KB
+    big = torch.zeros(1 << 16)   # 256 KiB, viewed 200 times (each view a copy when loaded)
+    path = tmp_path / "views.pt"
+    torch.save([big[i:] for i in range(200)], path)
+    with pytest.raises(CheckpointError, match="more than 4 times the file's size"):
+        mg.load(path)
+
+
+def test_the_same_view_rebuilt_many_times_loads_as_one_tensor(tmp_path):
+    big = torch.zeros(1 << 16)
     path = tmp_path / "views.pt"
     torch.save([big] * 2, path)
     with zipfile.ZipFile(path) as archive:
@@ -296,5 +304,18 @@ def test_many_views_of_one_storage_cannot_blow_up(tmp_path):
     one = records[pkl][records[pkl].index(b"ctorch._utils"):records[pkl].rindex(b"R") + 1]
     records[pkl] = b"\x80\x02]q\x00(" + one * 200 + b"e."
     path = rewritten(tmp_path, records, lambda name, c: c)
-    with pytest.raises(CheckpointError, match="more than 4 times the file's size"):
+    loaded = mg.load(path)
+    assert len(loaded) == 200 and all(t is loaded[0] for t in loaded)
+    assert len(torch.load(path, weights_only=True)) == 200
+
+
+@pytest.mark.parametrize("state", [b"}X\x05\x00\x00\x00arrayX\x01\x00\x00\x00xs",        # dict
+                                   b"N}X\x05\x00\x00\x00arrayX\x01\x00\x00\x00xs\x86"])  # slots
+def test_a_pickle_that_changes_a_rebuilt_tensor_is_refused(tmp_path, state):
+    """BUILD sets attributes: on a rebuilt tensor it could swap the checked array for anything."""
+    _, records = torch_file(tmp_path, torch.arange(6.0))
+    pkl = next(name for name in records if name.endswith("data.pkl"))
+    path = rewritten(tmp_path, records, lambda name, c: c[:-1] + state + b"b." if name == pkl
+                     else c)
+    with pytest.raises(CheckpointError, match="changed after it was rebuilt"):
         mg.load(path)

@@ -1,6 +1,7 @@
 """A training run interrupted and resumed from a checkpoint (model, optimizer, scheduler,
 loader, epoch, RNG state) continues bit for bit like the run that was never interrupted, with
-the checkpoint written by `mg.save` to a real .safetensors / .npz file and read back by `mg.load`.
+the checkpoint written by `mg.save` to a real .safetensors / .npz / .pt file and read back by
+`mg.load`.
 
 The run uses everything that carries state: batch norm's running statistics, dropout's masks
 (global RNG), a shuffled loader drawing from the global RNG, Adam's moments and a sequenced
@@ -73,7 +74,7 @@ def restore(state):
     return run
 
 
-@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".pt"])
 @pytest.mark.parametrize("stop_after", [14, 10], ids=["epoch boundary", "mid-epoch"])
 def test_resumed_run_continues_bit_identically(tmp_path, stop_after, suffix):
     straight = build(seed=0)

@@ -1,10 +1,12 @@
 """File formats. Caffe's .caffemodel and .prototxt (caffe.py, caffe_schema.py) are read and
 written for `nn.caffe`, which maps them to models. The two checkpoint formats behind `mg.save` /
-`mg.load` (safetensors.py, npz.py) share the one error type below; each checkpoint module has
-`check(array, where)` (raise TypeError before writing when the format cannot hold the array),
-`write(file, arrays, structure)` and `read(path, max_bytes) -> (arrays, structure)`, where
-`arrays` is {name: NumPy array} in file order (together at most `max_bytes` bytes) and
-`structure` the JSON text describing a nested state (None for a flat dict of arrays). Readers
+`mg.load` (safetensors.py, npz.py, pytorch.py) share the one error type below; each checkpoint
+module has `check(array, where)` (raise TypeError before writing when the format cannot hold the
+array), `write(file, arrays, structure, flat)` and `read(path, max_bytes) -> (arrays,
+structure)`, where `arrays` is {name: NumPy array} in file order (together at most `max_bytes`
+bytes) and `structure` describes the saved object (serialization.py's nodes, which refer to the
+arrays by name): written as a dict, read as JSON text, None for a flat dict of arrays (`flat`
+on writing: the structure is a dict of every array under its own name). Readers
 validate every size and offset against the file before allocating, so a damaged or hostile file
 is a CheckpointError, never a wrong load.
 """

@@ -43,11 +43,14 @@ def check(array, where):
     if array.dtype.hasobject:
         raise TypeError(f"save: {where} has dtype object, which could only be stored with "
                         "pickle; store numeric arrays")
+    if npy.descr_to_dtype(npy.dtype_to_descr(array.dtype)) != array.dtype:
+        raise TypeError(f"save: {where} has dtype {array.dtype}, which a .npy header cannot "
+                        f"name (NumPy would read raw bytes back); save it to .safetensors")
 
 
-def write(file, arrays, structure):
+def write(file, arrays, structure, flat):
     manifest = {"format": FORMAT, "arrays": list(arrays),
-                "structure": None if structure is None else json.dumps(structure, allow_nan=False)}
+                "structure": None if flat else json.dumps(structure, allow_nan=False)}
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         archive.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
         for name, array in arrays.items():

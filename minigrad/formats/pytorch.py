@@ -16,15 +16,17 @@ needs, mapped to minigrad's own functions (`_rebuild_tensor_v2`, `_rebuild_param
 `builtins.eval`, ...) is refused with a CheckpointError naming it before anything is called,
 which is what makes unpickling safe. Each storage is read from its record only after its size
 is checked against the dtype and element count the pickle claims, and each tensor's offset,
-sizes and strides against its storage. Tensors come back as copies (tensors that shared a
-storage in PyTorch no longer share memory), and a view larger than its storage (an `expand`ed
-tensor) is refused. bfloat16 needs `ml_dtypes` and comes back as a NumPy array (minigrad
-tensors have no bfloat16).
+sizes and strides against its storage. A tensor the pickle refers to twice, and tensors that are
+the same view of one storage (tied weights), load as one array; other views of a storage load as
+copies of their elements (they no longer share memory), and a view larger than its storage (an
+`expand`ed tensor) is refused. bfloat16 needs `ml_dtypes`.
 
-Writing: every array becomes a tensor with its own storage; the pickle (protocol 2, what
-`torch.save` writes) is emitted opcode by opcode, so `torch.load(path, weights_only=True)`
-reads it.
+Writing: every stored array becomes a tensor with its own storage, pickled once and memoized,
+so an array the structure names twice is one tensor object in `torch.load`; the pickle
+(protocol 2, what `torch.save` writes) is emitted opcode by opcode, so
+`torch.load(path, weights_only=True)` reads it.
 """
+import collections
 import io
 import json
 import math
@@ -62,9 +64,9 @@ def check(array, where):
 
 
 # ---------------------------------------------------------------------------------- writing
-def write(file, arrays, structure):
-    if structure is None:   # a flat dict of arrays: a dict of tensors, as torch.save writes it
-        structure = {"dict": [[name, {"tensor": name}] for name in arrays]}
+def write(file, arrays, structure, flat):
+    """The structure is always pickled: a flat dict as a dict of tensors, as torch.save writes a
+    state dict."""
     pickler = _Pickler(arrays)
     data = pickler.dump(structure)
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -88,10 +90,12 @@ def _write_aligned(file, archive, name, content):
 
 class _Pickler:
     """The structure (serialization.py's nodes) as pickle opcodes, protocol 2; arrays become
-    tensors over storages "0", "1", ... (collected in `storages`)."""
+    tensors over storages "0", "1", ... (collected in `storages`), each put in the pickle's memo
+    under its storage's number, and fetched from it when named again."""
 
     def __init__(self, arrays):
         self.arrays, self.storages, self.out = arrays, [], bytearray()
+        self.memo = {}   # array name -> memo index of its tensor
 
     def dump(self, structure):
         self.out += pickle.PROTO + b"\x02"
@@ -111,12 +115,16 @@ class _Pickler:
             self.string(node)
         else:
             (kind, content), = node.items()
-            if kind in ("tensor", "array", "scalar"):
-                self.tensor(self.arrays[content])
+            if kind == "tensor":
+                self.tensor(content)
             elif kind == "float":
                 out += pickle.BINFLOAT + struct.pack(">d", float(content))
-            elif kind == "dict":
-                out += pickle.EMPTY_DICT
+            elif kind in ("dict", "ordered_dict"):
+                if kind == "dict":
+                    out += pickle.EMPTY_DICT
+                else:   # OrderedDict(), then its items (as pickle writes one)
+                    self.glob("collections", "OrderedDict")
+                    out += pickle.EMPTY_TUPLE + pickle.REDUCE
                 if content:
                     out += pickle.MARK
                     for key, value in content:
@@ -155,7 +163,12 @@ class _Pickler:
     def glob(self, module, name):
         self.out += pickle.GLOBAL + f"{module}\n{name}\n".encode()
 
-    def tensor(self, array):
+    def tensor(self, name):
+        if name in self.memo:
+            self.out += pickle.LONG_BINGET + struct.pack("<I", self.memo[name])
+            return
+        array = self.arrays[name]
+        self.memo[name] = len(self.storages)
         key = str(len(self.storages))
         self.storages.append(array)
         strides = [math.prod(array.shape[i + 1:]) for i in range(array.ndim)]
@@ -175,6 +188,7 @@ class _Pickler:
         self.glob("collections", "OrderedDict")
         self.out += pickle.EMPTY_TUPLE + pickle.REDUCE
         self.out += pickle.TUPLE + pickle.REDUCE
+        self.out += pickle.LONG_BINPUT + struct.pack("<I", self.memo[name])
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -249,7 +263,8 @@ class _Storage:
 
 
 class _Loaded:
-    """A tensor read from the file (`_rebuild_tensor_v2`'s result): its array, a copy."""
+    """A tensor read from the file (`_rebuild_tensor_v2`'s result): its array, a copy (one per
+    view of a storage)."""
 
     def __init__(self, array):
         self.array = array
@@ -272,6 +287,7 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, file, archive, records, bad, budget):
         super().__init__(file)
         self.archive, self.records, self.bad, self.storages = archive, records, bad, {}
+        self.views = {}        # (storage, offset, size, stride) -> its _Loaded
         self.budget = budget   # bytes the tensors may still take
         self.allowed = {("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
                         ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
@@ -330,6 +346,9 @@ class _Unpickler(pickle.Unpickler):
         if numel > available:
             raise self.bad(f"a tensor of size {size} has more elements than its storage "
                            f"({available}; an expanded view): save a .contiguous() copy")
+        view_key = (id(storage), offset, size, stride)   # (storages live in self.storages)
+        if view_key in self.views:
+            return self.views[view_key]
         itemsize = storage.array.itemsize
         self.budget -= numel * itemsize
         if self.budget < 0:
@@ -338,7 +357,8 @@ class _Unpickler(pickle.Unpickler):
         view = numpy.lib.stride_tricks.as_strided(
             storage.array[offset:] if numel else storage.array[:0], size,
             [s * itemsize for s in stride], writeable=False)
-        return _Loaded(numpy.array(view, order="C"))
+        self.views[view_key] = _Loaded(numpy.array(view, order="C"))
+        return self.views[view_key]
 
     def rebuild_parameter(self, data, requires_grad, hooks):
         if not isinstance(data, _Loaded):
@@ -347,15 +367,11 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _ordered_dict(*args):
-    """collections.OrderedDict(), for a pickle: a plain dict (keys keep their order)."""
+    """collections.OrderedDict(), for a pickle; it takes the attributes PyTorch pickles with a
+    state dict (`_metadata`), which `_structure` drops."""
     if args:
         raise pickle.UnpicklingError("OrderedDict is only rebuilt empty in a weights-only file")
-    return _AttributeDict()
-
-
-class _AttributeDict(dict):
-    """A dict that takes the attributes PyTorch pickles with a state dict (`_metadata`), which
-    are dropped."""
+    return collections.OrderedDict()
 
 
 def _index(value):
@@ -364,17 +380,21 @@ def _index(value):
 
 def _structure(state, pickle_size, bad):
     """(arrays, structure) for serialization.py, from the unpickled object; at most a few
-    nodes per pickle byte (a pickle that repeats one container cannot blow up)."""
-    arrays, budget = {}, [2 * pickle_size + 1000]
+    nodes per pickle byte (a pickle that repeats one container cannot blow up). A tensor met
+    again is named again, not stored twice."""
+    arrays, names, budget = {}, {}, [2 * pickle_size + 1000]
 
     def node(value):
         budget[0] -= 1
         if budget[0] < 0:
             raise bad("its pickle expands to far more objects than it holds (shared containers)")
         if isinstance(value, _Loaded):
-            name = str(len(arrays))
-            arrays[name] = value.array
-            return {"array" if value.array.dtype.name == "bfloat16" else "tensor": name}
+            if not isinstance(value.array, numpy.ndarray):   # a pickle's BUILD replaced it
+                raise bad("a tensor's attributes were changed after it was rebuilt")
+            if id(value) not in names:   # (the _Loaded objects live in `state`)
+                names[id(value)] = str(len(arrays))
+                arrays[names[id(value)]] = value.array
+            return {"tensor": names[id(value)]}
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, dict):
@@ -382,7 +402,8 @@ def _structure(state, pickle_size, bad):
                 if isinstance(key, bool) or not isinstance(key, (str, int)):
                     raise bad(f"a dict has the key {key!r:.80} ({type(key).__name__}); "
                               f"minigrad reads str and int keys")
-            return {"dict": [[key, node(item)] for key, item in value.items()]}
+            kind = "ordered_dict" if isinstance(value, collections.OrderedDict) else "dict"
+            return {kind: [[key, node(item)] for key, item in value.items()]}
         if isinstance(value, (list, tuple)):
             return {type(value).__name__: [node(item) for item in value]}
         raise bad(f"it holds a {type(value).__name__}, which a weights-only file does not")

@@ -93,7 +93,7 @@ def _compact(value, **options):
     return json.dumps(value, separators=(",", ":"), allow_nan=False, **options).encode()
 
 
-def write(file, arrays, structure):
+def write(file, arrays, structure, flat):
     arrays = {name: numpy.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")
               for name, a in arrays.items()}
     tensors, offset = {}, 0
@@ -101,7 +101,7 @@ def write(file, arrays, structure):
         tensors[name] = (_code(array.dtype), array.shape, offset, offset + array.nbytes)
         offset += array.nbytes
     metadata = {TENSOR_DIGESTS: json.dumps({name: _sha256(a) for name, a in arrays.items()})}
-    if structure is not None:
+    if not flat:
         metadata[STRUCTURE] = json.dumps(structure, allow_nan=False)
     metadata[HEADER_DIGEST] = _header_digest(tensors, metadata)
     header = _compact({METADATA: metadata, **{
