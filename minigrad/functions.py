@@ -173,6 +173,13 @@ def gt(input, other): return input > other
 def ge(input, other): return input >= other
 
 
+def equal(input, other):
+    """True when two tensors have the same shape and values (torch.equal)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"equal(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input.equal(other)
+
+
 # The names minigrad/__init__.py re-exports as mg.<name> (written once: the imports and defs above).
 __all__ = sorted(name for name in dir() if not name.startswith("_")
                  and name not in ("Tensor", "as_dtype", "from_data"))   # (helpers, not functions)

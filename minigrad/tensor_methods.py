@@ -322,6 +322,14 @@ class TensorMethods:
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         return ops.isclose(self, other, rtol, atol, equal_nan)
 
+    def equal(self, other):
+        """True when `other` has this shape and these values (the dtypes may differ; NaN
+        equals nothing), as torch.equal."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"equal(): argument 'other' must be Tensor, not "
+                            f"{type(other).__name__}")
+        return self.shape == other.shape and bool((self == other).all())
+
     def sort(self, dim=-1, descending=False, stable=False):
         return ops.sort(self, dim, descending, stable)
 

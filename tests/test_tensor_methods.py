@@ -412,3 +412,17 @@ def test_the_top_level_names_come_from_one_list_and_star_import_gives_them():
     assert {"tensor", "Tensor", "cat", "no_grad", "float32", "manual_seed"} <= set(namespace)
     assert not {"max", "float", "abs", "builtins", "types"} & set(namespace)   # no shadowing
     assert not [name for name in mg.__all__ if hasattr(builtins, name)]
+
+
+@pytest.mark.parametrize("a, b", [([1, 2], [1.0, 2.0]), ([1, 2], [1, 2, 3]), ([1.0], [np.nan]),
+                                  ([np.nan], [np.nan]), ([[1, 2]], [1, 2]), ([], []),
+                                  ([[1.5, -2.0]], [[1.5, -2.0]]), ([True], [1])])
+def test_equal_is_torchs(a, b):
+    expected = torch.equal(torch.tensor(a), torch.tensor(b))
+    assert mg.equal(mg.tensor(a), mg.tensor(b)) is expected
+    assert mg.tensor(a).equal(mg.tensor(b)) is expected
+
+
+def test_equal_takes_tensors_only():
+    with pytest.raises(TypeError, match="equal\\(\\): argument 'other' must be Tensor, not int"):
+        mg.equal(mg.tensor([1]), 1)
