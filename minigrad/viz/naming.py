@@ -8,8 +8,7 @@
 `names` wins. A tensor is keyed by the value it is in the graph (autograd.value_key), so a leaf
 and an op output are named alike.
 """
-from ..autograd import value_key
-from ..tensor import Tensor
+from ..autograd import Tensor, value_key
 
 
 def names_of(names=None, module=None, where="mg.viz"):

@@ -125,6 +125,8 @@ class LayerStats:
                     continue
                 counts, edges = numpy.histogram(r[key], bins=bins, density=True)
                 label = f"{name} {r['kind']}: mean {r[key].mean():+.2g}, std {r[key].std():.2g}"
+                if key == "output" and r["saturated"] is not None:
+                    label += f", {r['saturated']:.0f}% saturated"
                 axes.plot((edges[:-1] + edges[1:]) / 2, counts, label=label,
                           color=colours(depth) if deep else None)
             axes.set_title(title)
