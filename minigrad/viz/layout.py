@@ -142,32 +142,36 @@ def _exits(chains, entry, x, size):
 
 
 def _arrange(rows, weight, size, above, below):
-    """x of every box and waypoint: rows packed in order, then swept towards the weighted mean x
-    of their neighbours (down: the layer above; up: the layer below). Each row is sorted by
-    where its edges end, entries included (the argument order); its x follows the entries only
-    on a leaf's edges, so a chain of ops stays one straight column."""
+    """x of every box and waypoint: rows packed in order, then swept towards their neighbours
+    (down: the layer above; up: the layer below), each row sorted and packed again."""
     x = {}
     for row in rows:
         _pack(row, {b: 0.0 for b in row}, weight, size, x)
     for sweep in range(SWEEPS):
         down = sweep % 2 == 0
         for row in (rows[1:] if down else reversed(rows[:-1])):
-            key, wanted = {}, {}
-            for b in row:
-                ends = [(n, -offset if down else offset) for n, offset in
-                        (above[b] if down else below[b])]
-                if weight[b] == LIGHT and any(isinstance(n, str) for n, _ in ends):
-                    ends = [(n, offset) for n, offset in ends if isinstance(n, str)]
-                total = sum(weight[n] for n, _ in ends)
-                if not total:
-                    key[b] = wanted[b] = x[b]
-                    continue
-                key[b] = sum(weight[n] * (x[n] + offset) for n, offset in ends) / total
-                wanted[b] = sum(weight[n] * (x[n] + offset * (min(weight[n], weight[b]) == LIGHT))
-                                for n, offset in ends) / total
-            row.sort(key=key.get)   # stable: ties keep their order
-            _pack(row, wanted, weight, size, x)
+            aims = {b: _aim(b, above[b] if down else below[b], -1 if down else 1, weight, x)
+                    for b in row}
+            row.sort(key=lambda b: aims[b][0])   # stable: ties keep their order
+            _pack(row, {b: aim[1] for b, aim in aims.items()}, weight, size, x)
     return x
+
+
+def _aim(b, neighbours, sign, weight, x):
+    """(key, wanted x) of box or waypoint `b` from its neighbours on one side, [(neighbour, entry
+    offset)]: both weighted means of where its edges end. The key orders the row, and counts
+    the entries (argument order); the wanted x counts them only on a leaf's edges, so a chain
+    of ops stays one straight column. A leaf heeds the boxes it feeds directly, not the lanes
+    to its later readers: it sits above its first reader."""
+    if weight[b] == LIGHT and any(isinstance(n, str) for n, _ in neighbours):   # str: a box
+        neighbours = [(n, offset) for n, offset in neighbours if isinstance(n, str)]
+    total = sum(weight[n] for n, _ in neighbours)
+    if not total:
+        return x[b], x[b]
+    key = sum(weight[n] * (x[n] + sign * offset) for n, offset in neighbours) / total
+    wanted = sum(weight[n] * (x[n] + sign * offset * (LIGHT in (weight[n], weight[b])))
+                 for n, offset in neighbours) / total
+    return key, wanted
 
 
 def _pack(row, wanted, weight, size, x):
