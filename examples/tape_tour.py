@@ -3,10 +3,13 @@ normalize * gamma + beta, and a squared-error loss.
 
     python examples/tape_tour.py [--out runs/tape_tour/graph.svg]
 
-Prints the recorded tape (a Wengert list), the order in which backward visits it, and the
-gradients, then draws the graph with mg.viz: an SVG drawn by minigrad itself (no Graphviz
-needed), a PNG or PDF through matplotlib, or the DOT text for a .dot path. The boxes show each
-tensor's value and gradient (mg.viz.trace_backward supplies the gradients of the op outputs).
+Prints the recorded tape (a Wengert list), the order in which backward visits it, the reverse
+walk step by step (mg.viz.trace_backward: the gradient each node receives and sends to each
+input) and the gradients, then draws the graph with mg.viz: an SVG drawn by minigrad itself (no
+Graphviz needed), a PNG or PDF through matplotlib, or the DOT text for a .dot path. The boxes
+show each tensor's value and gradient after the backward: the trace supplies the gradients of
+the op outputs, and the tape, which keeps every output of the ops it recorded, their values
+(the graph itself frees them as backward goes).
 """
 import argparse
 import pathlib
@@ -42,13 +45,14 @@ def main():
     print("\nBackward visits the nodes from the highest sequence number down:")
     print("  " + " <- ".join(f"{n.name}#{n.seq}" for n in sorted(tape, key=lambda n: -n.seq)))
 
-    trace = mg.viz.trace_backward(loss, retain_graph=True, quiet=True)   # for the picture
+    print("\nThe reverse walk, step by step:")
+    names = {"x": x, "w": w, "gamma": gamma, "beta": beta, "target": target}
+    trace = mg.viz.trace_backward(loss, names=names)
     print(f"\nloss = {loss.item():.6f}")
     for name, leaf in (("w", w), ("gamma", gamma), ("beta", beta)):
         print(f"d loss / d {name}:\n{leaf.grad.numpy()}")
 
-    names = {"x": x, "w": w, "gamma": gamma, "beta": beta, "target": target}
-    written = mg.viz.render(loss, args.out, values=True, grads=trace, names=names)
+    written = mg.viz.render(loss, args.out, values=True, grads=trace, names=names, tape=tape)
     print(f"\ngraph written to {written}")
 
 

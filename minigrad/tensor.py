@@ -194,8 +194,9 @@ class Tensor:
     `_` (minigrad/inplace.py).
     """
 
+    # _stand_in is set only on the data-free stand-ins of _without_data (unset elsewhere)
     __slots__ = ("array", "requires_grad", "_grad", "_node", "_index", "_backend",
-                 "_version_counter", "__weakref__")
+                 "_version_counter", "_stand_in", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
 
     def __init__(self, *args, device=None):
@@ -241,6 +242,7 @@ class Tensor:
         of its own: a broadcast view of a single zero (shared: Backend.placeholder)."""
         t = self._alias()
         t.array = self._backend.placeholder(self.array.shape, self.array.dtype)
+        t._stand_in = True   # for readers of the graph (mg.viz): its data is not the value's
         return t
 
     # ------------------------------------------------------------------ properties

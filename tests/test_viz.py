@@ -156,7 +156,7 @@ def test_layout_puts_ops_below_their_inputs_without_overlaps():
     layout = Layout(mg.viz.graph(loss))
     for route in layout.routes:
         source, target = layout.places[route.edge.source], layout.places[route.edge.target]
-        assert target.y > source.y and route.y1 > route.y0
+        assert target.y > source.y and route.path[-1][-1][1] > route.path[0][1][1]
     places = list(layout.places.values())
     for a in places:
         assert 0 <= a.x - a.width / 2 and a.x + a.width / 2 <= layout.width
@@ -207,7 +207,7 @@ def test_big_graphs_are_capped_with_a_note():
     assert note.lines[0] == f"{ops - 50} earlier ops not drawn"
     assert ("more", f"op{ops - 49}", "") in graph.edges
     # the 50 ops, the constant 1.0 each reads, the note and the output
-    assert graph.to_svg().count("<g>") == 50 + 50 + 1 + 1
+    assert graph.to_svg().count("<g data-box=") == 50 + 50 + 1 + 1
     assert sum(b.kind == "op" for b in mg.viz.graph(y, max_ops=None).boxes) == ops
 
 
@@ -321,6 +321,39 @@ def test_render_svg_with_real_graphviz(tmp_path):
 # trace_backward
 
 
+GRAD = re.compile(r"\(([\d, ]*)\)\s+norm (\S+)\s+(\[[^]]*\]|\S+)")
+
+
+def printed_steps(lines):
+    """{(op, what): (shape, norm, first values)} of a printed trace: `what` is "receives",
+    "receives out 1", "sends input 0 (relu #2)" and, for the leaves, "leaf <label>"."""
+    found, op = {}, None
+    for line in lines[1:]:
+        if line.startswith("step "):
+            op = line.split(": ", 1)[1]
+            continue
+        if line.startswith(".grad of the leaves"):
+            op = "leaf"
+            continue
+        match = GRAD.search(line)
+        if match:
+            what = line[:match.start()].strip()
+            shape = tuple(int(n) for n in match.group(1).replace(",", " ").split())
+            values = [float(v) for v in match.group(3).strip("[]").split(", ") if v != "..."]
+            found[(op, what)] = (shape, float(match.group(2)), values)
+    return found
+
+
+def agrees(printed, t):
+    """Shape, norm and first values of a printed gradient match torch's `t`."""
+    shape, norm, values = printed
+    flat = t.detach().numpy().ravel()
+    assert shape == tuple(t.shape)
+    assert norm == pytest.approx(t.norm().item(), rel=1e-3)
+    np.testing.assert_allclose(values, flat[:len(values)], rtol=2e-3, atol=1e-6)
+    assert len(values) == min(4, flat.size)
+
+
 def test_trace_backward_prints_each_step_with_torchs_gradients():
     mg.manual_seed(3)
     x = mg.randn(4, 3, requires_grad=True)
@@ -332,25 +365,61 @@ def test_trace_backward_prints_each_step_with_torchs_gradients():
     lines = printed.getvalue().splitlines()
     assert lines == trace.lines and lines[0] == "backward from sum #4, shape (), seeded with 1"
     assert [s.number for s in trace.steps] == [4, 3, 2, 1]   # highest first
+    assert [line for line in lines if line.startswith("step")] == [
+        "step 1: sum #4", "step 2: mul #3", "step 3: tanh #2", "step 4: matmul #1"]
     tx = torch.tensor(x.detach().numpy(), requires_grad=True)
     tw = torch.tensor(w.detach().numpy(), requires_grad=True)
     tm = tx @ tw
     th = tm.tanh()
-    for t in (tm, th):
+    tp = th * th
+    for t in (tm, th, tp):
         t.retain_grad()
-    (th * th).sum().backward()
-    # what each node receives is the gradient of its output
+    tp.sum().backward()
+    steps = printed_steps(lines)
+    # what each node receives is the gradient of its output; what it sends, its input's share
+    agrees(steps[("sum #4", "receives")], torch.tensor(1.0))
+    agrees(steps[("sum #4", "sends input 0 (mul #3)")], tp.grad)
+    agrees(steps[("mul #3", "receives")], tp.grad)
+    agrees(steps[("mul #3", "sends input 0 (tanh #2)")], th.detach())   # g * h, g = 1
+    agrees(steps[("mul #3", "sends input 1 (tanh #2)")], th.detach())
+    agrees(steps[("tanh #2", "receives")], th.grad)                     # both shares, summed
+    agrees(steps[("tanh #2", "sends input 0 (matmul #1)")], tm.grad)
+    agrees(steps[("matmul #1", "receives")], tm.grad)
+    agrees(steps[("matmul #1", "sends input 0 (x)")], tx.grad)
+    agrees(steps[("matmul #1", "sends input 1 (w)")], tw.grad)
+    agrees(steps[("leaf", "x")], tx.grad)
+    agrees(steps[("leaf", "w")], tw.grad)
     assert torch.allclose(torch.tensor(trace.grads[(h._node, 0)].numpy()), th.grad)
-    assert torch.allclose(torch.tensor(trace.steps[3].received[0].numpy()), tm.grad)
-    step = lines.index(next(line for line in lines if line.startswith("step 3")))
-    assert re.match(r"step 3\s+tanh #2\s+receives \(4, 2\)\s+norm ", lines[step])
-    assert float(lines[step].split("norm ")[1]) == pytest.approx(th.grad.norm().item(), 1e-3)
-    sent = lines[step + 1]
-    assert "-> input 0 (matmul #1)" in sent
-    assert float(sent.split("norm ")[1]) == pytest.approx(tm.grad.norm().item(), rel=1e-3)
-    assert lines[-2].startswith("leaf x") and lines[-1].startswith("leaf w")
-    assert float(lines[-1].split("norm ")[1]) == pytest.approx(tw.grad.norm().item(), rel=1e-3)
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5)   # .grad as usual
+
+
+def test_trace_backward_says_what_got_no_gradient_and_names_every_leaf():
+    mg.manual_seed(4)
+    x = mg.randn(6, 3)                                  # a constant
+    w = mg.randn(3, 2, requires_grad=True)              # unnamed leaves
+    gamma = mg.randn(2, requires_grad=True)
+    target = mg.randn(6, 2)
+    y, mean, var = mg.ops.normalize(x @ w, axes=(0,))   # three outputs, one differentiated
+    trace = mg.viz.trace_backward((y * gamma * target).sum(), quiet=True)
+    text = str(trace)
+    assert "nothing" not in text and "leaf leaf" not in text
+    block = text.split("step 4: normalize #2\n")[1].split("\nstep")[0].splitlines()
+    assert block[0].split()[:3] == ["receives", "out", "0"]
+    assert [" ".join(line.split()) for line in block[1:3]] == [
+        f"receives out {i} no gradient: no later op differentiated it" for i in (1, 2)]
+    assert " ".join(trace.lines[-5].split()) == (
+        "input 0 (constant) no gradient: it does not require grad")
+    leaves = text.split(".grad of the leaves reached\n")[1].splitlines()
+    assert [line.strip().split("  ")[0] for line in leaves] == ["input 1 of matmul #1",
+                                                                "input 1 of mul #3"]
+    tx = torch.tensor(x.numpy())
+    tw = torch.tensor(w.detach().numpy(), requires_grad=True)
+    tg = torch.tensor(gamma.detach().numpy(), requires_grad=True)
+    ty = torch.nn.functional.batch_norm(tx @ tw, None, None, training=True, eps=1e-5)
+    (ty * tg * torch.tensor(target.numpy())).sum().backward()
+    steps = printed_steps(trace.lines)
+    agrees(steps[("leaf", "input 1 of matmul #1")], tw.grad)
+    agrees(steps[("leaf", "input 1 of mul #3")], tg.grad)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # sqrt(-1) and 1 / 0, on purpose
@@ -358,10 +427,10 @@ def test_trace_backward_flags_nan_and_inf_where_they_start():
     x = mg.tensor([1.0, -1.0, 0.0], requires_grad=True)
     loss = x.sqrt().sum()   # d sqrt = 1 / (2 sqrt x): nan at -1, inf at 0
     trace = mg.viz.trace_backward(loss, quiet=True)
-    sqrt_sends = trace.lines[trace.lines.index(next(
-        line for line in trace.lines if "sqrt #1" in line and "receives" in line)) + 1]
-    assert sqrt_sends.endswith("!! 1 nan, 1 inf")
-    assert "!!" not in "".join(line for line in trace.lines if "sum #2" in line)
+    sqrt_sends = trace.lines[trace.lines.index("step 2: sqrt #1") + 2]
+    assert sqrt_sends.startswith("    sends input 0 (leaf)") and sqrt_sends.endswith(
+        "!! 1 nan, 1 inf")
+    assert "!!" not in "".join(trace.lines[:trace.lines.index("step 2: sqrt #1")])
 
 
 def test_trace_backward_leaves_no_hook_behind():
@@ -399,7 +468,7 @@ def test_layer_stats_match_torch_hooks(tmp_path):
                                       torch.tensor(y.numpy()).long()).backward()
     rows = stats.rows()
     assert [r[:2] for r in rows] == [("1", "Tanh"), ("3", "Tanh")]
-    for (name, _, mean, std, saturated, gmean, gstd) in rows:
+    for (name, _, mean, std, saturated, gmean, gstd) in rows:   # tanh: |t| > 0.97
         out, grad = seen[name].detach().double(), seen[name].grad.double()
         assert mean == pytest.approx(out.mean().item(), abs=1e-6)
         assert std == pytest.approx(out.std(unbiased=False).item(), rel=1e-5)
@@ -413,3 +482,58 @@ def test_layer_stats_match_torch_hooks(tmp_path):
     if importlib.util.find_spec("matplotlib"):
         assert stats.plot(tmp_path / "layers.png")
         assert (tmp_path / "layers.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_layer_stats_saturation_only_for_saturating_activations():
+    mg.manual_seed(1)
+    model = mg.nn.Sequential(mg.nn.Linear(4, 16), mg.nn.ReLU(), mg.nn.Linear(16, 16),
+                             mg.nn.Sigmoid(), mg.nn.Linear(16, 16), mg.nn.Hardtanh(-0.5, 0.5),
+                             mg.nn.Linear(16, 16), mg.nn.ReLU6(), mg.nn.Linear(16, 2))
+    x = mg.randn(32, 4) * 4
+    with mg.viz.LayerStats(model) as stats:
+        model(x).sum().backward()
+    twin = torch.nn.Sequential(*[torch.nn.Linear(m.in_features, m.out_features)
+                                 if isinstance(m, mg.nn.Linear) else
+                                 getattr(torch.nn, type(m).__name__)(
+                                     *([m.min_val, m.max_val] if type(m) is mg.nn.Hardtanh
+                                       else [])) for m in model])
+    twin.load_state_dict({k: torch.tensor(np.array(v)) for k, v in model.state_dict().items()})
+    outs = []
+    for layer in twin:
+        layer.register_forward_hook(lambda m, a, o: outs.append(o))
+    twin(torch.tensor(x.numpy()))
+    saturated = {name: s for name, _, _, _, s, _, _ in stats.rows()}
+    t = {str(i): out.detach() for i, out in enumerate(outs)}
+    assert [k for k, s in saturated.items() if s is not None] == ["3", "5", "7"]
+    assert saturated["3"] == pytest.approx(100 * ((t["3"] < 0.03) | (t["3"] > 0.97)).double()
+                                           .mean().item())
+    assert saturated["5"] == pytest.approx(100 * (t["5"].abs() >= 0.5).double().mean().item())
+    assert saturated["7"] == pytest.approx(100 * ((t["7"] <= 0) | (t["7"] >= 6)).double()
+                                           .mean().item())
+    assert 0 < saturated["5"] < 100
+    table = stats.table().splitlines()
+    assert "saturated" in table[0]
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert rows["1"][4] == "-" and rows["0"][4] == "-" and rows["3"][4].endswith("%")
+    # without a saturating layer there is no column at all
+    linear = mg.nn.Sequential(mg.nn.Linear(3, 3), mg.nn.ReLU())
+    with mg.viz.LayerStats(linear) as plain:
+        linear(mg.randn(4, 3)).sum().backward()
+    assert "saturated" not in plain.table() and plain.rows()[1][4] is None
+
+
+@pytest.mark.parametrize("depth", [3, 12])
+def test_layer_stats_plot_legend_or_colour_bar(tmp_path, depth):
+    pytest.importorskip("matplotlib")
+    mg.manual_seed(2)
+    model = mg.nn.Sequential(*[mg.nn.Tanh() for _ in range(depth)])
+    with mg.viz.LayerStats(model) as stats:
+        model(mg.randn(64, 8, requires_grad=True)).sum().backward()
+    assert stats.plot(tmp_path / "layers.svg")
+    svg = (tmp_path / "layers.svg").read_text()   # matplotlib writes each text as a comment
+    legend = [f"<!-- {name} Tanh: mean" for name in stats.records]
+    bar = f"<!-- layer, first (0) to last ({depth - 1}) -->"
+    if depth <= mg.viz.stats.LEGEND:
+        assert all(entry in svg for entry in legend) and bar not in svg
+    else:
+        assert not any(entry in svg for entry in legend) and bar in svg

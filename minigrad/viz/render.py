@@ -56,7 +56,7 @@ def _with_matplotlib(graph, fmt):
         return None
     import io
 
-    from matplotlib.patches import Ellipse, FancyArrowPatch, FancyBboxPatch
+    from matplotlib.patches import Ellipse, FancyBboxPatch, PathPatch, Polygon
     from matplotlib.path import Path
 
     layout = Layout(graph)
@@ -66,17 +66,18 @@ def _with_matplotlib(graph, fmt):
     axes.set_xlim(0, layout.width)
     axes.set_ylim(layout.height, 0)   # y grows downwards, as in SVG
     axes.axis("off")
-    points = FONT * 72 / DPI   # FONT px in points, at the layout's scale
+    points_per_px = 72 / DPI   # font sizes in points, at the layout's scale
+    codes = {"M": [Path.MOVETO], "L": [Path.LINETO], "C": [Path.CURVE4] * 3}
     for route in layout.routes:
-        bend = max((route.y1 - route.y0) / 2, 12)
-        curve = Path([(route.x0, route.y0), (route.x0, route.y0 + bend),
-                      (route.x1, route.y1 - bend), (route.x1, route.y1)],
-                     [Path.MOVETO, Path.CURVE4, Path.CURVE4, Path.CURVE4])
-        axes.add_patch(FancyArrowPatch(path=curve, arrowstyle="-|>", mutation_scale=9,
-                                       color="#555", linewidth=1.0))
+        points = [point for step in route.path for point in step[1:]]
+        axes.add_patch(PathPatch(Path(points, [c for step in route.path for c in codes[step[0]]]),
+                                 fill=False, edgecolor="#555", linewidth=1.0))
+        (x, y) = points[-1]   # every edge ends going straight down: the head points down
+        axes.add_patch(Polygon([(x - 3.5, y - 8), (x + 3.5, y - 8), (x, y)], closed=True,
+                               color="#555"))
         if route.edge.label:
-            axes.text((route.x0 + route.x1) / 2 + 4, (route.y0 + route.y1) / 2,
-                      route.edge.label, fontsize=points * 0.85, color="#555", va="center")
+            axes.text(route.label_at[0] + 4, route.label_at[1], route.edge.label,
+                      fontsize=points_per_px * FONT * 0.85, color="#555", va="center")
     for place in layout.places.values():
         kind = place.box.kind
         style = dict(facecolor=svg.FILL[kind], edgecolor="#333", linewidth=1.0,
@@ -90,7 +91,7 @@ def _with_matplotlib(graph, fmt):
                 else "square,pad=0", **style))
         for i, line in enumerate(place.box.lines):
             y = place.y + (i - (len(place.box.lines) - 1) / 2) * FONT * 14 / 11
-            axes.text(place.x, y, line, ha="center", va="center", fontsize=points,
+            axes.text(place.x, y, line, ha="center", va="center", fontsize=points_per_px * FONT,
                       fontweight="bold" if i == 0 and kind != "note" else "normal")
     buffer = io.BytesIO()
     figure.savefig(buffer, format=fmt, dpi=dpi)

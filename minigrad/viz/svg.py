@@ -20,25 +20,28 @@ def text(value):
     return escape(str(value), {'"': "&quot;", "'": "&apos;"})
 
 
-def curve(route):
-    """A vertical S-curve from the source's bottom to the target's top."""
-    bend = max((route.y1 - route.y0) / 2, 12)
-    return (f"M {route.x0:.1f} {route.y0:.1f} C {route.x0:.1f} {route.y0 + bend:.1f}, "
-            f"{route.x1:.1f} {route.y1 - bend:.1f}, {route.x1:.1f} {route.y1:.1f}")
+def path_data(route):
+    """The SVG path data of a route: M, L and C steps (layout.py)."""
+    return " ".join(step[0] + " " + " ".join(f"{x:.1f} {y:.1f}" for x, y in step[1:])
+                    for step in route.path)
 
 
 def svg_text(graph):
+    """The SVG text: one path per edge (class "edge", the ids of its two boxes in data-source
+    and data-target), then one group per box (its id in data-box), lines of text inside."""
     layout = Layout(graph)
     parts = [HEADER.format(w=layout.width, h=layout.height, font=FONT)]
     for route in layout.routes:
-        parts.append(f'<path d="{curve(route)}" fill="none" stroke="#555" stroke-width="1.1" '
-                     'marker-end="url(#arrow)"/>')
-        if route.edge.label:
-            parts.append(f'<text x="{(route.x0 + route.x1) / 2 + 4:.1f}" '
-                         f'y="{(route.y0 + route.y1) / 2:.1f}" font-size="{FONT - 2}" '
-                         f'fill="#555">{text(route.edge.label)}</text>')
+        edge = route.edge
+        parts.append(f'<path class="edge" data-source="{text(edge.source)}" '
+                     f'data-target="{text(edge.target)}" d="{path_data(route)}" fill="none" '
+                     'stroke="#555" stroke-width="1.1" marker-end="url(#arrow)"/>')
+        if edge.label:
+            parts.append(f'<text x="{route.label_at[0] + 4:.1f}" y="{route.label_at[1]:.1f}" '
+                         f'font-size="{FONT - 2}" fill="#555">{text(edge.label)}</text>')
     for place in layout.places.values():
-        parts.append(f'<g><title>{text(chr(10).join(place.box.lines))}</title>{_shape(place)}')
+        parts.append(f'<g data-box="{text(place.box.id)}"><title>'
+                     f'{text(chr(10).join(place.box.lines))}</title>{_shape(place)}')
         top = place.y - (len(place.box.lines) - 1) * LINE / 2 + FONT / 3
         for i, line in enumerate(place.box.lines):
             weight = ' font-weight="bold"' if i == 0 and place.box.kind != "note" else ""
