@@ -15,6 +15,7 @@ from .activation import (
                          Softplus,
                          Tanh,
 )
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .batchnorm_act import BatchNormAct1d, BatchNormAct2d
 from .container import ModuleDict, ModuleList, Sequential

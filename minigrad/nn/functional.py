@@ -428,3 +428,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     windows = input.reshape(n, c, kh, kw, ho, wo).permute(1, 2, 3, 4, 5, 0)
     return ops.Fold.apply(windows, in_shape=(n, c) + size, stride=settings["stride"],
                           padding=settings["padding"], dilation=settings["dilation"])
+
+
+# Attention lives in its own file, beside the layer that uses it.
+from .attention import scaled_dot_product_attention  # noqa: E402, F401
