@@ -58,4 +58,11 @@ from .normalization import (
 )
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d, MaxUnpool2d
 from .syncbatchnorm import SyncBatchNorm
+from .transformer import (
+                         Transformer,
+                         TransformerDecoder,
+                         TransformerDecoderLayer,
+                         TransformerEncoder,
+                         TransformerEncoderLayer,
+)
 from .upsampling import Upsample
