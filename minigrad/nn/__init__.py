@@ -57,6 +57,8 @@ from .normalization import (
                          RMSNorm,
 )
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d, MaxUnpool2d
+from .rnn import GRU, LSTM, RNN, RNNBase
+from .rnn_cells import GRUCell, LSTMCell, RNNCell
 from .syncbatchnorm import SyncBatchNorm
 from .transformer import (
                          Transformer,
