@@ -9,10 +9,9 @@ with PyTorch's submodule names (so a torch state_dict loads as it is):
 """
 import copy
 
-from .. import dtypes
 from . import functional as F
 from . import init
-from .attention import MultiheadAttention, causal_mask
+from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -212,4 +211,4 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """The (sz, sz) float mask of a causal decoder: -inf above the diagonal, 0 on and below
         it (position i sees positions 0..i)."""
-        return causal_mask(sz, sz, dtype or dtypes.get_default_dtype(), device)
+        return F.causal_mask(sz, sz, dtype, device)
