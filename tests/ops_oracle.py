@@ -1,4 +1,4 @@
-"""Shared checks for the op tests (tests/test_ops_*.py): PyTorch on the CPU is the oracle,
+"""Shared checks for the op and layer tests: PyTorch on the CPU is the oracle,
 finite differences in float64 (mg.gradcheck) the second opinion."""
 import numpy as np
 import torch
@@ -87,3 +87,60 @@ def check_vjp_derivatives(fn, arrays, seed=0):
         return tuple(g for g in grads if g is not None)
 
     assert mg.gradcheck(vjp, xs + [v])
+
+
+def twins(ours, theirs):
+    """Both layers in float64, ours holding theirs' weights (loaded from its state_dict)."""
+    theirs.double()
+    ours.double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    return ours, theirs
+
+
+def _flat(out):
+    """The tensors of a nested output (tuples of tensors and Nones), in order."""
+    if out is None:
+        return []
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out]
+
+
+def compare_layers(ours, theirs, arrays, kwargs=None, call=None, atol=1e-10, rtol=1e-7,
+                   grads=None, seed=0):
+    """Call a minigrad layer and its PyTorch twin (see `twins`) on `arrays` (float arrays need
+    gradients unless `grads` says otherwise; other arrays, such as masks, are passed as tensors,
+    None as None) and compare every output, every input gradient and every parameter gradient
+    for a random upstream gradient. Returns both outputs."""
+    grads = [a is not None and a.dtype.kind == "f" for a in arrays] if grads is None else grads
+    mg_in = [None if a is None else mg.tensor(a, requires_grad=g) for a, g in zip(arrays, grads)]
+    torch_in = [None if a is None else torch.tensor(a, requires_grad=g)
+                for a, g in zip(arrays, grads)]
+    for layer in (ours, theirs):   # gradients of this call only
+        for p in layer.parameters():
+            p.grad = None
+    call = call or (lambda layer, *inputs, **options: layer(*inputs, **options))
+    out, ref = call(ours, *mg_in, **(kwargs or {})), call(theirs, *torch_in, **(kwargs or {}))
+    got, expected = _flat(out), _flat(ref)
+    assert len(got) == len(expected), f"{len(got)} outputs, torch gives {len(expected)}"
+    for k, (o, r) in enumerate(zip(got, expected)):
+        assert o.shape == tuple(r.shape), f"output {k}: shape {o.shape}, torch {tuple(r.shape)}"
+        np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), atol=atol, rtol=rtol,
+                                   err_msg=f"output {k}")
+    upstream = [rng(seed + k).standard_normal(tuple(r.shape)) for k, r in enumerate(expected)]
+    total = sum((o * mg.tensor(u)).sum() for o, u in zip(got, upstream))
+    total_ref = sum((r * torch.tensor(u)).sum() for r, u in zip(expected, upstream))
+    total.backward()
+    total_ref.backward()
+    named = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        e = named[name].grad
+        assert (p.grad is None) == (e is None), f"gradient of {name}: ours {p.grad}, torch {e}"
+        if e is not None:
+            np.testing.assert_allclose(p.grad.numpy(), e.numpy(), atol=atol, rtol=rtol,
+                                       err_msg=f"gradient of {name}")
+    for k, (t, r) in enumerate(zip(mg_in, torch_in)):
+        if r is not None and r.requires_grad:
+            np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=atol, rtol=rtol,
+                                       err_msg=f"gradient of input {k}")
+    return out, ref

@@ -1,5 +1,7 @@
 """Activations (minigrad.ops / nn.functional / nn modules) against PyTorch, forward and backward,
 with gradcheck and second derivatives in float64."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -129,3 +131,18 @@ def test_errors_name_the_op_and_what_was_expected():
     assert mg.ops.erf(mg.tensor([True])).dtype == mg.float32   # as torch.erf of a bool tensor
     with pytest.raises(ValueError, match=r"softmax"):
         F.softmax(mg.tensor([[1.0, 2.0]]), dim=2)
+
+
+@pytest.mark.parametrize("dtype,ulps", [(np.float64, 20), (np.float32, 3), (np.float16, 1)])
+def test_vectorised_erf_is_within_a_few_ulps_of_the_c_library(dtype, ulps):
+    from minigrad.backends.special import numpy_erf
+
+    x = np.concatenate([np.linspace(-7, 7, 40001), np.geomspace(1e-300, 1, 300),
+                        [0.0, -0.0, 0.5, 6.0, np.inf, -np.inf]]).astype(dtype)
+    exact = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(dtype)
+    got = numpy_erf(x)
+    assert got.dtype == dtype
+    error = np.abs(got.astype(np.float64) - exact) / np.spacing(np.abs(exact))
+    assert error.max() <= ulps
+    assert np.isnan(numpy_erf(np.array([np.nan, 1.0], dtype)))[0]
+    assert numpy_erf(np.array(0.3, dtype)).shape == ()

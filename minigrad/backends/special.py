@@ -1,16 +1,53 @@
 """Special functions that NumPy lacks, as backend kernels ("erf").
 
-NumPy has no erf; CuPy has one in cupyx.scipy.special. The CPU kernel maps the C library's erf
-(Python's math.erf) over the array: exact to the last bit, but a Python call per element, so it
-suits activations (GELU) on moderate sizes rather than the hot path of a large model.
+NumPy has no erf; CuPy has one in cupyx.scipy.special. The CPU kernel evaluates erf with whole-
+array NumPy operations (a Python call per element, math.erf, cost most of a small GPT's step):
+
+    erf(x) = x * f(|x|),  f(a) = erf(a) / a, smooth and even, and erf(x) = sign(x) for |x| >= 6
+    (1 in float64). On each interval [0, 0.5), [0.5, 1), ... [5.5, 6), f is a polynomial in the
+    interval's own coordinate t in [-1, 1): the interpolant at the Chebyshev nodes, whose
+    values come from math.erf once, at import. Degree 16 in float64 and 7 in float32 give erf
+    to within 2e-15 and 3 units in the last place of the C library's (tests/test_activations.py).
+
+Dividing by a first keeps the relative accuracy for tiny x, where erf(x) ~ 2x / sqrt(pi).
 """
 import math
 
 import numpy
 
-_math_erf = numpy.frompyfunc(math.erf, 1, 1)
+_WIDTH, _END = 0.5, 6.0
+
+
+def _interpolants(degree, dtype):
+    """(degree + 1, intervals) table: row j holds the coefficient of t^j on each interval."""
+    nodes = numpy.cos(numpy.pi * (numpy.arange(degree + 1) + 0.5) / (degree + 1))
+    rows = []
+    for start in numpy.arange(0.0, _END, _WIDTH):
+        points = start + (nodes + 1) * _WIDTH / 2
+        chebyshev = numpy.polynomial.chebyshev.chebfit(
+            nodes, [math.erf(a) / a for a in points], degree)
+        rows.append(numpy.polynomial.chebyshev.cheb2poly(chebyshev))
+    return numpy.ascontiguousarray(numpy.array(rows).T.astype(dtype))
+
+
+_TABLES = {numpy.dtype(numpy.float64): _interpolants(16, numpy.float64),
+           numpy.dtype(numpy.float32): _interpolants(7, numpy.float32)}
 
 
 def numpy_erf(x):
-    """erf(x) elementwise for a floating NumPy array, in x's dtype."""
-    return numpy.asarray(_math_erf(x), dtype=object).astype(x.dtype)
+    """erf(x) elementwise for a floating NumPy array, in x's dtype (float16 through float32)."""
+    table = _TABLES.get(x.dtype)
+    if table is None:
+        return numpy_erf(x.astype(numpy.float32)).astype(x.dtype)
+    flat = x.reshape(-1)   # 1-D, so that every step below stays an array
+    a = numpy.abs(flat)
+    # fmin: a NaN takes the last interval, and stays NaN through a and t
+    interval = (numpy.fmin(a, x.dtype.type(_END - _WIDTH)) * x.dtype.type(1 / _WIDTH)).astype(
+        numpy.intp)
+    a = numpy.minimum(a, x.dtype.type(_END))   # erf(a) = 1 from 6 on, inf included
+    t = a * x.dtype.type(2 / _WIDTH) - (2 * interval + 1).astype(x.dtype)
+    f = table[-1][interval]
+    for coefficients in table[-2::-1]:   # Horner's rule, each element with its interval's row
+        f *= t
+        f += coefficients[interval]
+    return numpy.copysign(f * a, flat).reshape(x.shape)

@@ -15,6 +15,7 @@ from .activation import (
                          Softplus,
                          Tanh,
 )
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .batchnorm_act import BatchNormAct1d, BatchNormAct2d
 from .container import ModuleDict, ModuleList, Sequential
@@ -56,5 +57,14 @@ from .normalization import (
                          RMSNorm,
 )
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d, MaxUnpool2d
+from .rnn import GRU, LSTM, RNN, RNNBase
+from .rnn_cells import GRUCell, LSTMCell, RNNCell
 from .syncbatchnorm import SyncBatchNorm
+from .transformer import (
+                         Transformer,
+                         TransformerDecoder,
+                         TransformerDecoderLayer,
+                         TransformerEncoder,
+                         TransformerEncoderLayer,
+)
 from .upsampling import Upsample

@@ -2,9 +2,11 @@
 arguments. Each is a thin composition of primitives from `minigrad.ops`, so its gradient comes
 from theirs."""
 
+import math
+
 import numpy
 
-from .. import ops
+from .. import creation, ops
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -428,3 +430,105 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     windows = input.reshape(n, c, kh, kw, ho, wo).permute(1, 2, 3, 4, 5, 0)
     return ops.Fold.apply(windows, in_shape=(n, c) + size, stride=settings["stride"],
                           padding=settings["padding"], dilation=settings["dilation"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention, composed from matmul, softmax, where and dropout; nn.MultiheadAttention uses it too.
+#
+# A mask is either boolean or floating. A floating mask is added to the scores. A boolean mask
+# says which keys take part, but PyTorch's two entry points read it the opposite way round: in
+# scaled_dot_product_attention True means "attend", in MultiheadAttention (attn_mask,
+# key_padding_mask) True means "masked out". Both become an additive mask of 0 and -inf here.
+
+def additive_mask(op, name, mask, dtype, true_means_masked):
+    """`mask` as a floating tensor to add to the scores: a float mask as it is, a boolean one
+    as -inf where it masks out and 0 elsewhere."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(mask).__name__}")
+    if mask.dtype.kind == "f":
+        return mask
+    if mask.dtype.kind != "b":
+        raise AssertionError(f"{op}: only bool and floating types of {name} are supported, got "
+                             f"dtype {mask.dtype}")
+    masked = mask.array if true_means_masked else ~mask.array
+    xp = mask.backend.xp
+    return Tensor.from_array(xp.where(masked, xp.asarray(-numpy.inf, dtype), xp.asarray(0, dtype)),
+                             mask.backend)
+
+
+def attend(query, key, value, mask, dropout_p, scale, empty_rows_to_zero):
+    """softmax(query @ key^T * scale + mask) @ value and the attention weights (after dropout).
+    A row whose keys are all masked out (-inf) is NaN, as softmax makes it, unless
+    `empty_rows_to_zero`: then its weights are 0, as PyTorch's scaled_dot_product_attention
+    gives."""
+    scores = ops.matmul(query, key.transpose(-2, -1)) * scale
+    if mask is not None:
+        scores = scores + mask
+    if empty_rows_to_zero and mask is not None:
+        empty = (scores.array == -numpy.inf).all(axis=-1, keepdims=True)
+        if empty.any():   # softmax of a row of 0s instead, so no NaN reaches its gradient
+            weights = ops.where(empty, 0.0, ops.softmax(ops.where(empty, 0.0, scores), -1))
+        else:
+            weights = ops.softmax(scores, -1)
+    else:
+        weights = ops.softmax(scores, -1)
+    weights = dropout(weights, dropout_p, True)
+    return ops.matmul(weights, value), weights
+
+
+def causal_mask(length, source_length, dtype=None, device=None):
+    """The float mask that lets position i attend to keys 0..i only: -inf above the diagonal."""
+    upper = numpy.triu(numpy.ones((length, source_length), dtype=bool), 1)
+    return ops.masked_fill(creation.zeros(length, source_length, dtype=dtype, device=device),
+                           upper, -numpy.inf)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value, over query (..., L, E), key (..., S, E)
+    and value (..., S, Ev); scale defaults to 1 / sqrt(E). `attn_mask` (broadcast to
+    (..., L, S)) is boolean (True: this key takes part) or added to the scores; `is_causal`
+    masks the keys after each query instead. The weights are dropped out with probability
+    `dropout_p` (always: there is no training flag, as in PyTorch). A query whose keys are all
+    masked out gets 0. `enable_gqa` lets key and value have fewer heads (dim -3) than query,
+    each shared by a group of query heads."""
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.ndim < 2:
+            raise ValueError(f"{op}: {name} must be a Tensor of at least 2 dimensions (..., L, E), "
+                             f"got {getattr(t, 'shape', type(t).__name__)}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"{op}: expected query (..., L, E), key (..., S, E) and value "
+                           f"(..., S, Ev), got shapes {query.shape}, {key.shape}, {value.shape}")
+    if enable_gqa and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        if query.shape[-3] % key.shape[-3]:
+            raise RuntimeError(f"{op}: enable_gqa needs the query's {query.shape[-3]} heads to "
+                               f"be a multiple of the key's {key.shape[-3]}")
+        group = query.shape[-3] // key.shape[-3]
+        key, value = (_repeat_heads(t, group) for t in (key, value))
+    length, source_length = query.shape[-2], key.shape[-2]
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError(f"{op}: give attn_mask or is_causal=True, not both")
+        mask = causal_mask(length, source_length, query.dtype, query.device)
+    elif attn_mask is not None:
+        mask = additive_mask(op, "attn_mask", attn_mask, query.dtype, true_means_masked=False)
+        if not _broadcasts(mask.shape, query.shape[:-2] + (length, source_length)):
+            raise RuntimeError(f"{op}: attn_mask of shape {mask.shape} does not broadcast to "
+                               f"the scores' shape {query.shape[:-2] + (length, source_length)}")
+    else:
+        mask = None
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return attend(query, key, value, mask, dropout_p, scale, empty_rows_to_zero=True)[0]
+
+
+def _repeat_heads(t, group):
+    """(..., H, S, E) -> (..., H * group, S, E), each head repeated `group` times in a row."""
+    lead, heads = t.shape[:-3], t.shape[-3]
+    t = ops.unsqueeze(t, -3).expand(*lead, heads, group, *t.shape[-2:])
+    return t.reshape(*lead, heads * group, *t.shape[-2:])
+
+
+def _broadcasts(shape, target):
+    return len(shape) <= len(target) and all(
+        m in (1, n) for m, n in zip(shape[::-1], target[::-1]))

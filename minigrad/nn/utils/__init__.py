@@ -1,14 +1,15 @@
 """Utilities for models: population statistics for batch norm, conv + batch norm folding,
-gradient clipping, parameters as one flat vector."""
+gradient clipping, parameters as one flat vector; `rnn`: padded and packed sequences."""
 import contextlib
 
 import numpy
 
-from .. import autograd, ops
-from ..tensor import Tensor, as_tensor
-from ..version import bump_version
-from .batchnorm import _BatchNorm
-from .fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
+from ... import autograd, ops
+from ...tensor import Tensor, as_tensor
+from ...version import bump_version
+from ..batchnorm import _BatchNorm
+from ..fusion import fuse_conv_bn, fuse_conv_bn_eval  # noqa: F401  (mg.nn.utils.*)
+from . import rnn  # noqa: F401  (mg.nn.utils.rnn)
 
 
 def _device_of(model):
