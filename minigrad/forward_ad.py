@@ -137,6 +137,18 @@ def unpack_dual(tensor, *, level=None):
     return UnpackedDualTensor(_at_levels(tensor, levels[:at.index]), tangent)
 
 
+def refuse_in_place(name, x, values):
+    """An in-place change (minigrad/inplace.py) of a dual tensor, or by one, would leave a stale
+    tangent behind: an error rather than a silently wrong derivative."""
+    for level in _state.levels:
+        for t in (x, *values):
+            if isinstance(t, Tensor) and level.tangent(t) is not None:
+                raise RuntimeError(
+                    f"{name}: forward-mode AD through an in-place operation is not implemented "
+                    f"(a dual tensor of shape {t.shape} at level {level.index}); write it out of "
+                    "place (y = x + v, not x += v)")
+
+
 def push_tangents(op, ctx, inputs, input_arrays, outputs, attrs):
     """After `op` ran on `inputs` (forward got `input_arrays`) giving the tensors `outputs`:
     at each open level where an input has a tangent, run `op.jvp` and give the outputs their
