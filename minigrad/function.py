@@ -26,7 +26,10 @@ As in PyTorch: non-tensor arguments get None as their gradient; outputs that are
 point, or are marked with `ctx.mark_non_differentiable`, do not require grad; a gradient that
 no output received is materialized as zeros unless `ctx.set_materialize_grads(False)`; a
 gradient of a broadcast shape is summed back to its input's shape; `ctx.mark_dirty` marks
-inputs changed in place, which become the outputs. `Op` (minigrad/ops/base.py) is the
+inputs changed in place, which become the outputs. In forward mode (minigrad/forward_ad.py)
+forward sees no tangents, and a Function that defines `jvp(ctx, *grad_inputs)` gives its outputs
+theirs (one tangent in per argument, zeros for a tensor without one); without it a tangent
+reaching the Function is an error naming it. `Op` (minigrad/ops/base.py) is the
 array-level API that minigrad's own primitives use; docs/new-op.md says when to use which.
 """
 import functools
