@@ -9,7 +9,7 @@ its producer, so when a node is visited, all the gradient for its outputs has al
 The walk is a loop over a sorted list, never a recursion, so graphs of any depth work.
 Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re-exported here.
 """
-from . import hooks
+from . import forward_ad, hooks  # noqa: F401  (forward_ad re-exported: mg.autograd.forward_ad)
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401  (re-exported)
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     enable_grad,

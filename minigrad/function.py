@@ -26,12 +26,15 @@ As in PyTorch: non-tensor arguments get None as their gradient; outputs that are
 point, or are marked with `ctx.mark_non_differentiable`, do not require grad; a gradient that
 no output received is materialized as zeros unless `ctx.set_materialize_grads(False)`; a
 gradient of a broadcast shape is summed back to its input's shape; `ctx.mark_dirty` marks
-inputs changed in place, which become the outputs. `Op` (minigrad/ops/base.py) is the
+inputs changed in place, which become the outputs. In forward mode (minigrad/forward_ad.py)
+forward sees no tangents, and a Function that defines `jvp(ctx, *grad_inputs)` gives its outputs
+theirs (one tangent in per argument, zeros for a tensor without one); without it a tangent
+reaching the Function is an error naming it. `Op` (minigrad/ops/base.py) is the
 array-level API that minigrad's own primitives use; docs/new-op.md says when to use which.
 """
 import functools
 
-from . import grad_mode, tape, version
+from . import forward_ad, grad_mode, tape, version
 from .backends import get_backend
 from .graph import Node
 from .shapes import unbroadcast
@@ -119,6 +122,12 @@ class Function:
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("a Function subclass defines backward(ctx, *grad_outputs)")
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """Forward mode (optional): one tangent per output from one per forward argument (None
+        for a non-tensor), with ctx.saved_tensors; minigrad/forward_ad.py calls it."""
+        raise NotImplementedError("a Function subclass defines jvp(ctx, *grad_inputs)")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward under no_grad on the arguments as given; when grad mode is on and a
@@ -128,21 +137,27 @@ class Function:
         backend = first.backend if first is not None else get_backend()
         ctx = FunctionCtx(cls, tuple([t is not None and t.requires_grad for t in tensors]),
                           backend)
-        with grad_mode.switched_to(False):   # no_grad, by the engine's cheaper switch
-            if cls.setup_context is Function.setup_context:
-                output = cls.forward(ctx, *args, **kwargs)
-            else:
-                output = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, output)
+        dual, forward_ad._state.levels = forward_ad._state.levels, ()   # forward: no tangents
+        try:
+            with grad_mode.switched_to(False):   # no_grad, by the engine's cheaper switch
+                if cls.setup_context is Function.setup_context:
+                    output = cls.forward(ctx, *args, **kwargs)
+                else:
+                    output = cls.forward(*args, **kwargs)
+                    cls.setup_context(ctx, args, output)
+        finally:
+            forward_ad._state.levels = dual
         outputs = output if isinstance(output, tuple) else (output,)
         for t in ctx._dirty:
             if not any(t is out for out in outputs):
                 raise RuntimeError(f"{cls.__name__}: a tensor marked with ctx.mark_dirty must be "
                                    "returned by forward (it becomes the output)")
         recording = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
-        if not recording:
-            return output
-        wrapped = _record(cls, ctx, tensors, outputs, kwargs)
+        saved = ctx._to_save
+        wrapped = _record(cls, ctx, tensors, outputs, kwargs) if recording else outputs
+        if dual:   # forward mode: the Function's jvp gives the outputs' tangents
+            forward_ad.push_function_tangents(cls, None if cls.jvp is Function.jvp else cls.jvp,
+                                              ctx, args, saved, outputs, wrapped)
         return wrapped if isinstance(output, tuple) else wrapped[0]
 
 

@@ -4,10 +4,14 @@ For a random projection r of the outputs, L(x) = sum(r * f(x)) is a scalar whose
 engine computes in one backward. Each input element is then nudged by +-eps and the central
 difference (L(x + eps e_i) - L(x - eps e_i)) / 2 eps compared with the analytic value.
 That is two forward passes per input element: keep the inputs small.
+
+With check_forward_ad=True the forward mode is checked too: for each input element, the JVP
+of every output for the tangent e_i (one dual pass, minigrad/forward_ad.py) against the central
+difference (f(x + eps e_i) - f(x - eps e_i)) / 2 eps, one column of the Jacobian at a time.
 """
 import numpy
 
-from . import autograd
+from . import autograd, forward_ad
 from .tensor import Tensor, as_tensor, from_data
 
 
@@ -57,7 +61,8 @@ def _report(message, raise_exception):
 
 
 @autograd.enable_grad()
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exception=True):
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exception=True,
+              check_forward_ad=False):
     """Compare the gradient of `fn` at `inputs` with central differences, in float64.
 
     `inputs` is a tensor or a sequence; those with requires_grad=True are checked (as float64
@@ -65,6 +70,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exce
     otherwise raises GradcheckError naming the worst element (or returns False with
     raise_exception=False). `seed` draws the projection r from a generator of its own, seeded
     away from the usual test seeds: were r equal to the inputs, some wrong gradients would cancel.
+    `check_forward_ad` also checks the JVPs (see the module).
     """
     inputs = _prepare(_as_tuple(inputs))
     checked = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -96,6 +102,53 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=20251, raise_exce
             f"gradcheck: gradient mismatch for input {k} at index {index}: analytic {value:.8g}, "
             f"numeric {numeric:.8g} (|difference| {abs(value - numeric):.3g}, allowed "
             f"{atol + rtol * abs(numeric):.3g})", raise_exception)
+    if check_forward_ad:
+        return _check_forward_ad(fn, inputs, checked, eps, atol, rtol, raise_exception)
+    return True
+
+
+def _outputs(fn, inputs):
+    """The floating outputs of fn at `inputs`, as float64 NumPy arrays, recording nothing."""
+    with autograd.no_grad():
+        return [o.numpy(force=True).astype("float64") for o in _as_tuple(fn(*inputs))
+                if isinstance(o, Tensor) and o.dtype.kind == "f"]
+
+
+def _check_forward_ad(fn, inputs, checked, eps, atol, rtol, raise_exception):
+    """Each column of the Jacobian by forward mode (the tangent e_i) against central
+    differences of the outputs; the worst element is reported, as for the gradient."""
+    worst = None   # (excess, input position, index, output, analytic, numeric)
+    for k in checked:
+        x = inputs[k]
+        for index in numpy.ndindex(*x.shape):
+            tangent = numpy.zeros(x.shape)
+            tangent[index] = 1.0
+            with forward_ad.dual_level():
+                dual = forward_ad.make_dual(x, as_tensor(tangent, device=x.device))
+                outs = [o for o in _as_tuple(fn(*inputs[:k], dual, *inputs[k + 1:]))
+                        if isinstance(o, Tensor) and o.dtype.kind == "f"]
+                jvps = [forward_ad.unpack_dual(o).tangent for o in outs]
+            jvps = [numpy.zeros(o.shape) if d is None else d.numpy(force=True) for d, o in
+                    zip(jvps, outs, strict=True)]
+            original = x.array[index]
+            x.array[index] = original + eps
+            plus = _outputs(fn, inputs)
+            x.array[index] = original - eps
+            minus = _outputs(fn, inputs)
+            x.array[index] = original
+            for j, (jvp, p, m) in enumerate(zip(jvps, plus, minus, strict=True)):
+                numeric = (p - m) / (2 * eps)
+                excess = numpy.abs(jvp - numeric) - (atol + rtol * numpy.abs(numeric))
+                at = numpy.unravel_index(numpy.argmax(excess), excess.shape) if excess.size else ()
+                if excess.size and (worst is None or excess[at] > worst[0]):
+                    worst = (excess[at], k, index, j, jvp[at], numeric[at])
+    if worst is not None and worst[0] > 0:
+        _, k, index, j, value, numeric = worst
+        return _report(
+            f"gradcheck: forward-mode (JVP) mismatch for input {k} at index {index}, output "
+            f"{j}: analytic {value:.8g}, numeric {numeric:.8g} (|difference| "
+            f"{abs(value - numeric):.3g}, allowed {atol + rtol * abs(numeric):.3g})",
+            raise_exception)
     return True
 
 

@@ -15,7 +15,7 @@ bumps its version counter (minigrad/version.py). With autograd:
 - minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
   rewrites the view's history as well); that is a clear error.
 """
-from . import autograd, grad_mode, hooks, ops, random
+from . import autograd, forward_ad, grad_mode, hooks, ops, random
 from .ops._promotion import category
 from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
@@ -142,6 +142,8 @@ def _records(x, name, values):
             f"{name}: an in-place update to an inference tensor (shape {x.shape}, made in "
             "inference_mode) outside inference_mode is not allowed; clone it to get a normal "
             "tensor first")
+    if forward_ad._state.levels:
+        forward_ad.refuse_in_place(name, x, values)
     if not autograd.is_grad_enabled():
         return False
     if x.requires_grad and x._node is None:

@@ -20,7 +20,8 @@ _GELU_CUBIC = 0.044715
 
 
 class Softmax(Op):
-    """y = exp(x - logsumexp(x)) along `axis`;  dx = y * (g - sum(g * y))."""
+    """y = exp(x - logsumexp(x)) along `axis`;  dx = y * (g - sum(g * y)).
+    jvp: dy = y * (dx - sum(dx * y)) (the Jacobian diag(y) - y y^T is symmetric)."""
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -37,6 +38,8 @@ class Softmax(Op):
         (y,) = ctx.saved
         return y * (g - (g * y).sum(axis=ctx.axis, keepdims=True))
 
+    jvp = backward   # a symmetric Jacobian is its own transpose
+
 
 def softmax(x, dim=None, *, axis=None):
     """exp(x) / sum(exp(x)) along `dim` (or `axis`; the last by default), without overflow."""
@@ -45,7 +48,8 @@ def softmax(x, dim=None, *, axis=None):
 
 
 class LeakyRelu(Op):
-    """x if x > 0 else slope * x;  dx = g where x > 0, slope * g elsewhere."""
+    """x if x > 0 else slope * x;  dx = g where x > 0, slope * g elsewhere.
+    jvp: dy = dx where x > 0, slope * dx elsewhere."""
 
     @staticmethod
     def forward(ctx, x, negative_slope):
@@ -57,13 +61,16 @@ class LeakyRelu(Op):
     def backward(ctx, g):
         return where(ctx.positive, g, g * ctx.slope)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, negative_slope=negative_slope)
 
 
 class Elu(Op):
-    """x if x > 0 else alpha * (exp(x) - 1);  dx = g where x > 0, g * alpha * exp(x) elsewhere."""
+    """x if x > 0 else alpha * (exp(x) - 1);  dx = g where x > 0, g * alpha * exp(x) elsewhere.
+    jvp: dy = dx where x > 0, dx * alpha * exp(x) elsewhere."""
 
     @staticmethod
     def forward(ctx, x, alpha):
@@ -79,6 +86,8 @@ class Elu(Op):
         # exp of the negative part only: no overflow on the side that `where` drops
         return where(ctx.positive, g, g * (where(ctx.positive, 0.0, x).exp() * ctx.alpha))
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def elu(x, alpha=1.0):
     return Elu.apply(x, alpha=alpha)
@@ -86,7 +95,8 @@ def elu(x, alpha=1.0):
 
 class Softplus(Op):
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold;
-    dx = g * sigmoid(beta x) (g on the linear part)."""
+    dx = g * sigmoid(beta x) (g on the linear part).
+    jvp: dy = dx * sigmoid(beta x) (dx on the linear part)."""
 
     @staticmethod
     def forward(ctx, x, beta, threshold):
@@ -103,13 +113,16 @@ class Softplus(Op):
         (x,) = ctx.saved
         return where(ctx.linear, g, g * (x * ctx.beta).sigmoid())
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def softplus(x, beta=1.0, threshold=20.0):
     return Softplus.apply(x, beta=beta, threshold=threshold)
 
 
 class Hardtanh(Op):
-    """min(max(x, min_val), max_val);  dx = g where min_val < x < max_val, 0 elsewhere."""
+    """min(max(x, min_val), max_val);  dx = g where min_val < x < max_val, 0 elsewhere.
+    jvp: dy = dx where min_val < x < max_val, 0 elsewhere."""
 
     @staticmethod
     def forward(ctx, x, min_val, max_val):
@@ -123,6 +136,8 @@ class Hardtanh(Op):
     def backward(ctx, g):
         return where(ctx.inside, g, 0.0)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
     return Hardtanh.apply(x, min_val=min_val, max_val=max_val)
@@ -135,7 +150,8 @@ def relu6(x):
 
 
 class Silu(Op):
-    """x * sigmoid(x);  dx = g * s * (1 + x (1 - s)), s = sigmoid(x)."""
+    """x * sigmoid(x);  dx = g * s * (1 + x (1 - s)), s = sigmoid(x).
+    jvp: dy = dx * s * (1 + x (1 - s))."""
 
     @staticmethod
     def forward(ctx, x):
@@ -149,13 +165,16 @@ class Silu(Op):
         s = x.sigmoid()
         return g * s * (1.0 + x * (1.0 - s))
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def silu(x):
     return Silu.apply(x)
 
 
 class Mish(Op):
-    """x * tanh(softplus(x));  dx = g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x))."""
+    """x * tanh(softplus(x));  dx = g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
+    jvp: dy = dx * (t + x * sigmoid(x) * (1 - t^2))."""
 
     @staticmethod
     def forward(ctx, x):
@@ -170,6 +189,8 @@ class Mish(Op):
         t = softplus(x).tanh()
         return g * (t + x * x.sigmoid() * (1.0 - t * t))
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def mish(x):
     return Mish.apply(x)
@@ -178,7 +199,8 @@ def mish(x):
 class Gelu(Op):
     """Exact: x * Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;  dx = g * (Phi(x) + x * phi(x)),
     phi(x) = exp(-x^2 / 2) / sqrt(2 pi). approximate="tanh": x/2 * (1 + tanh(u)),
-    u = sqrt(2/pi) (x + 0.044715 x^3);  dx = g * ((1 + t) / 2 + x/2 (1 - t^2) du/dx)."""
+    u = sqrt(2/pi) (x + 0.044715 x^3);  dx = g * ((1 + t) / 2 + x/2 (1 - t^2) du/dx).
+    jvp: dy = dx * (Phi(x) + x * phi(x)) (tanh: the same factor as backward's)."""
 
     @staticmethod
     def forward(ctx, x, approximate):
@@ -203,6 +225,8 @@ class Gelu(Op):
         cdf = (erf(x * _SQRT_HALF) + 1.0) * 0.5
         pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
         return g * (cdf + x * pdf)
+
+    jvp = backward   # a diagonal Jacobian is its own transpose
 
 
 def gelu(x, approximate="none"):

@@ -13,7 +13,7 @@ import numpy
 
 from ..tensor import as_tensor
 from .base import Op
-from .indexing import IndexAdd
+from .indexing import GetItem, IndexAdd
 from .linalg import matmul
 
 
@@ -63,7 +63,8 @@ def _window_indices(xp, n, out):
 
 class AdaptiveMaxPool2d(Op):
     """max over each adaptive window, and where it is (h * W + w in its plane, int64);
-    dx = g at the window's first maximal element (a scatter: IndexAdd)."""
+    dx = g at the window's first maximal element (a scatter: IndexAdd).
+    jvp: dy = dx at the window's first maximal element."""
 
     @staticmethod
     def forward(ctx, x, size):
@@ -85,6 +86,10 @@ class AdaptiveMaxPool2d(Op):
     def backward(ctx, g, g_indices=None):
         plane = IndexAdd.apply(g, shape=ctx.plane_shape, index=ctx.index, gathers=True)
         return plane.reshape(ctx.in_shape)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return GetItem.apply(dx.reshape(ctx.plane_shape), index=ctx.index, gathers=True), None
 
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):

@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, grad_mode, version
+from .. import autograd, forward_ad, grad_mode, version
 from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -139,19 +139,23 @@ class Op:
         arrays, result = _forward(cls, ctx, arrays, attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
-        if not recording and not is_tuple:   # the most common call (no_grad, backward): no loops
+        dual = forward_ad._state.levels   # forward mode: a dual level is open (forward_ad.py)
+        if not recording and not is_tuple and not dual:   # the most common call: no loops
             return _constant(_backend_array(result, backend, cls), backend, inputs)
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
         if not recording:
-            return tuple([_constant(out, backend, inputs) for out in outputs])
-        node = autograd.Node(cls, ctx, inputs, arrays, outputs)
-        wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                         else _constant(out, backend, inputs, node.output_counters[i])
-                         for i, out in enumerate(outputs)])
-        tape = autograd.active_tape()
-        if tape is not None:
-            tape.append(node, wrapped, attrs)
+            wrapped = tuple([_constant(out, backend, inputs) for out in outputs])
+        else:
+            node = autograd.Node(cls, ctx, inputs, arrays, outputs)
+            wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
+                             else _constant(out, backend, inputs, node.output_counters[i])
+                             for i, out in enumerate(outputs)])
+            tape = autograd.active_tape()
+            if tape is not None:
+                tape.append(node, wrapped, attrs)
+        if dual:
+            forward_ad.push_tangents(cls, ctx, inputs, arrays, wrapped, attrs)
         return wrapped if is_tuple else wrapped[0]
 
     @classmethod

@@ -29,6 +29,7 @@ channels-first layout without reordering it.
 from ..tensor import Tensor
 from .base import Op
 from .errors import ShapeError
+from .tangents import product_rule, total
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
 
 
@@ -81,7 +82,8 @@ def _geometry(ctx, stride, padding, dilation, groups):
 
 class Conv2d(Op):
     """conv2d(x (N, C, H, W), weight (O, C/G, kh, kw), bias (O,) or None) -> (N, O, Ho, Wo);
-    out = W @ unfold(x) + b,  dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g),  db = sum(g)."""
+    out = W @ unfold(x) + b,  dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g),  db = sum(g).
+    jvp: dy = conv2d(dx, w) + conv2d(x, dw) + db."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
@@ -105,11 +107,17 @@ class Conv2d(Op):
         dw = Conv2dWeight.apply(x, g, kernel=weight.shape[2:], **ctx.geometry) if need_w else None
         return dx, dw, g.sum(axis=(0, 2, 3)) if need_b else None
 
+    @staticmethod
+    def jvp(ctx, dx, dweight, dbias):
+        return total(product_rule(ctx, dx, dweight, None, added=(2,)),
+                     None if dbias is None else dbias.reshape((1, -1, 1, 1)))
+
 
 class ConvTranspose2d(Op):
     """conv_transpose2d(y (N, I, H, W), weight (I, O/G, kh, kw), bias (O,) or None, size)
     -> (N, O, *size), the adjoint of conv2d with that weight;
-    out = fold(W^T @ y) + b,  dy = Conv2d(g, W),  dW = Conv2dWeight(g, y),  db = sum(g)."""
+    out = fold(W^T @ y) + b,  dy = Conv2d(g, W),  dW = Conv2dWeight(g, y),  db = sum(g).
+    jvp: dy = conv_transpose2d(dy_in, w) + conv_transpose2d(y, dw) + db."""
 
     @staticmethod
     def forward(ctx, y, weight, bias, *, size, stride, padding, dilation=NO_DILATION, groups=1):
@@ -143,10 +151,16 @@ class ConvTranspose2d(Op):
         dw = Conv2dWeight.apply(g, y, kernel=weight.shape[2:], **ctx.geometry) if need_w else None
         return dy, dw, g.sum(axis=(0, 2, 3)) if need_b else None
 
+    @staticmethod
+    def jvp(ctx, dx, dweight, dbias):
+        return total(product_rule(ctx, dx, dweight, None, added=(2,)),
+                     None if dbias is None else dbias.reshape((1, -1, 1, 1)))
+
 
 class Conv2dWeight(Op):
     """conv2d's weight gradient: x (N, C, H, W) and g (N, O, Ho, Wo) -> (O, C/G, kh, kw);
-    out = g @ unfold(x)^T,  dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U)."""
+    out = g @ unfold(x)^T,  dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U).
+    jvp: dy = conv2d_weight(dx, g) + conv2d_weight(x, dg)."""
 
     @staticmethod
     def forward(ctx, x, g, *, kernel, stride, padding, dilation=NO_DILATION, groups=1):
@@ -168,10 +182,13 @@ class Conv2dWeight(Op):
         dg = _crop(Conv2d.apply(x, u, None, **ctx.geometry), g.shape) if need_g else None
         return dx, dg
 
+    jvp = staticmethod(product_rule)
+
 
 class EmptyBatchConv2d(Op):
     """conv2d of an empty batch (N = 0), as in PyTorch: a (0, O, Ho, Wo) output;
-    dx is empty, dweight = 0 (a sum of no products), dbias = g summed, also 0."""
+    dx is empty, dweight = 0 (a sum of no products), dbias = g summed, also 0.
+    jvp: dy = an empty tangent."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
@@ -186,3 +203,8 @@ class EmptyBatchConv2d(Op):
         dx = Tensor.from_array(xp.zeros(ctx.x_shape, dtype=g.dtype), backend)
         dw = Tensor.from_array(xp.zeros(ctx.weight_shape, dtype=g.dtype), backend)
         return dx, dw, (g.sum(axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None)
+
+    @staticmethod
+    def jvp(ctx, dx, dweight, dbias):
+        return total(product_rule(ctx, dx, dweight, None, added=(2,)),
+                     None if dbias is None else dbias.reshape((1, -1, 1, 1)))

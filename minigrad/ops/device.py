@@ -1,10 +1,12 @@
 """Moving a tensor to another device, as an op: the gradient moves back the way it came."""
 from ..backends import get_backend
 from .base import Op
+from .tangents import linear
 
 
 class ToDevice(Op):
-    """x copied to `device` ("cpu" | "cuda");  dx = g copied back to x's device."""
+    """x copied to `device` ("cpu" | "cuda");  dx = g copied back to x's device.
+    jvp: dy = dx copied to `device`."""
 
     @staticmethod
     def forward(ctx, x, device):
@@ -16,6 +18,8 @@ class ToDevice(Op):
     @staticmethod
     def backward(ctx, g):
         return g.to(ctx.source_device)
+
+    jvp = staticmethod(linear)
 
 
 def to_device(x, device):

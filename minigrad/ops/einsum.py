@@ -14,11 +14,13 @@ from ..tensor import Tensor
 from ._promotion import check_same_dtype
 from .base import Op
 from .shape import broadcast_to, reshape
+from .tangents import product_rule
 
 
 class Einsum(Op):
     """out = einsum(inputs -> output) of the operands (explicit subscripts, one letter per axis);
-    d operand_k = einsum(output and the other inputs -> inputs[k]) of g and the other operands."""
+    d operand_k = einsum(output and the other inputs -> inputs[k]) of g and the other operands.
+    jvp: dy = sum over k of the einsum with operand k replaced by its tangent."""
 
     @staticmethod
     def forward(ctx, *operands, inputs, output):
@@ -34,6 +36,8 @@ class Einsum(Op):
         operands = ctx.saved
         return tuple(_operand_grad(ctx, g, operands, k) if needed else None
                      for k, needed in enumerate(ctx.needs_input_grad))
+
+    jvp = staticmethod(product_rule)
 
 
 def _operand_grad(ctx, g, operands, k):

@@ -11,6 +11,7 @@ from ..tensor import Tensor
 from ._promotion import promote, result_type, to_floating
 from .base import Op
 from .errors import DTypeError, ShapeError
+from .tangents import filled, linear, product_rule, total
 
 
 def _check_broadcast(op, *arrays):
@@ -39,7 +40,8 @@ def _grads(ctx, grad_a, grad_b, first=0):
 
 
 class Add(Op):
-    """a + b;  da = g, db = g."""
+    """a + b;  da = g, db = g.
+    jvp: dy = da + db."""
 
     array_backward = True
 
@@ -52,13 +54,18 @@ class Add(Op):
     def backward(ctx, g):
         return _grads(ctx, lambda: g, lambda: g)
 
+    @staticmethod
+    def jvp(ctx, da, db):
+        return total(da, db)
+
 
 def add(a, b):
     return Add.apply(*promote("add", a, b))
 
 
 class Sub(Op):
-    """a - b;  da = g, db = -g."""
+    """a - b;  da = g, db = -g.
+    jvp: dy = da - db."""
 
     array_backward = True
 
@@ -70,6 +77,10 @@ class Sub(Op):
     @staticmethod
     def backward(ctx, g):
         return _grads(ctx, lambda: g, lambda: -g)
+
+    @staticmethod
+    def jvp(ctx, da, db):
+        return total(da, None if db is None else -db)
 
 
 def sub(a, b):
@@ -88,7 +99,8 @@ def _refuse_bool(op, operands, hint):
 
 
 class Mul(Op):
-    """a * b;  da = g * b, db = g * a."""
+    """a * b;  da = g * b, db = g * a.
+    jvp: dy = da * b + a * db."""
 
     array_backward = True
 
@@ -103,13 +115,16 @@ class Mul(Op):
         a, b = ctx.saved
         return _grads(ctx, lambda: g * b, lambda: g * a)
 
+    jvp = staticmethod(product_rule)
+
 
 def mul(a, b):
     return Mul.apply(*promote("mul", a, b))
 
 
 class Div(Op):
-    """a / b;  da = g / b, db = -g * a / b^2."""
+    """a / b;  da = g / b, db = -g * a / b^2.
+    jvp: dy = (da - y * db) / b."""
 
     array_backward = True
 
@@ -125,6 +140,11 @@ class Div(Op):
         da = g / b   # db = -(g / b) * a / b: da's division done once, b^2 never formed
         return _grads(ctx, lambda: da, lambda: -da * a / b)
 
+    @staticmethod
+    def jvp(ctx, da, db):
+        (y,), b = ctx.results, ctx.primals[1]
+        return total(da, None if db is None else -(y * db)) / b
+
 
 def div(a, b):
     """True division: integer operands give the default float dtype."""
@@ -132,7 +152,8 @@ def div(a, b):
 
 
 class Neg(Op):
-    """-a;  da = -g."""
+    """-a;  da = -g.
+    jvp: dy = -da."""
 
     array_backward = True
 
@@ -144,6 +165,8 @@ class Neg(Op):
     def backward(ctx, g):
         return -g
 
+    jvp = staticmethod(linear)
+
 
 def neg(a):
     if isinstance(a, Tensor):
@@ -152,7 +175,8 @@ def neg(a):
 
 
 class Pow(Op):
-    """a ** p for a constant number p;  da = g * p * a^(p-1) (0 for p = 0, even at a = 0)."""
+    """a ** p for a constant number p;  da = g * p * a^(p-1) (0 for p = 0, even at a = 0).
+    jvp: dy = p * a^(p-1) * da."""
 
     array_backward = True
 
@@ -170,11 +194,14 @@ class Pow(Op):
             return g * 0
         return g * p * a ** (p - 1) if p != 1 else g
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class PowTensor(Op):
     """a ** t elementwise, for tensors a and t (NumPy's power: (-2) ** 2 = 4, 0 ** 0 = 1);
     da = g * t * a^(t-1), 0 where t = 0;  dt = g * a^t * log(a), 0 where a = 0 and t >= 0
-    (PyTorch's rules: the limits that keep both gradients finite at a zero base)."""
+    (PyTorch's rules: the limits that keep both gradients finite at a zero base).
+    jvp: dy = t * a^(t-1) * da + a^t * log(a) * dt (the same zeros)."""
 
     @staticmethod
     def forward(ctx, a, t):
@@ -191,6 +218,15 @@ class PowTensor(Op):
         # no inf or NaN appears there, nor in a second derivative.
         return _grads(ctx, lambda: where(zero_power, 0, g * t * a ** where(zero_power, 1, t - 1)),
                       lambda: where(zero_base, 0, g * out * log(where(zero_base, 1, a))))
+
+    @staticmethod
+    def jvp(ctx, da, dt):
+        a, t = ctx.primals
+        (out,) = ctx.results
+        zero_power, zero_base = t.array == 0, (a.array == 0) & (t.array >= 0)
+        return total(
+            None if da is None else where(zero_power, 0, da * t * a ** where(zero_power, 1, t - 1)),
+            None if dt is None else where(zero_base, 0, dt * out * log(where(zero_base, 1, a))))
 
 
 def _integer_power(a, exponent):
@@ -225,7 +261,8 @@ def _promoted_alone(a, *numbers):
 
 
 class Exp(Op):
-    """exp(a);  da = g * exp(a)."""
+    """exp(a);  da = g * exp(a).
+    jvp: dy = da * exp(a)."""
 
     array_backward = True
 
@@ -240,13 +277,16 @@ class Exp(Op):
         (out,) = ctx.saved
         return g * out
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def exp(a):
     return Exp.apply(to_floating("exp", a))
 
 
 class Log(Op):
-    """log(a);  da = g / a."""
+    """log(a);  da = g / a.
+    jvp: dy = da / a."""
 
     array_backward = True
 
@@ -260,13 +300,16 @@ class Log(Op):
         (a,) = ctx.saved
         return g / a
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def log(a):
     return Log.apply(to_floating("log", a))
 
 
 class Sqrt(Op):
-    """sqrt(a);  da = g / (2 sqrt(a))."""
+    """sqrt(a);  da = g / (2 sqrt(a)).
+    jvp: dy = da / (2 sqrt(a))."""
 
     array_backward = True
 
@@ -281,6 +324,8 @@ class Sqrt(Op):
         (out,) = ctx.saved
         return g / (out * 2)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def sqrt(a):
     return Sqrt.apply(to_floating("sqrt", a))
@@ -289,7 +334,8 @@ def sqrt(a):
 class Maximum(Op):
     """max(a, b) elementwise;  da = g where a > b, db = g where b > a, g / 2 each on ties
     (PyTorch's rule; a NaN input gets g). A select, so an inf or NaN in g never reaches an
-    input that was not chosen."""
+    input that was not chosen.
+    jvp: dy = da where a > b, db where b > a, (da + db) / 2 on ties."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -303,6 +349,11 @@ class Maximum(Op):
         return _grads(ctx, lambda: where(ctx.a_lost, 0, shared),
                       lambda: where(ctx.b_lost, 0, shared))
 
+    @staticmethod
+    def jvp(ctx, da, db):
+        da, db = filled(ctx, da, db)
+        return where(ctx.tie, (da + db) * 0.5, where(ctx.a_lost, db, da))
+
 
 def maximum(a, b):
     return Maximum.apply(*promote("maximum", a, b))
@@ -310,7 +361,8 @@ def maximum(a, b):
 
 class Minimum(Op):
     """min(a, b) elementwise;  da = g where a < b, db = g where b < a, g / 2 each on ties
-    (as Maximum, mirrored)."""
+    (as Maximum, mirrored).
+    jvp: dy = da where a < b, db where b < a, (da + db) / 2 on ties."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -319,6 +371,8 @@ class Minimum(Op):
         return ctx.xp.minimum(a, b)
 
     backward = staticmethod(Maximum.backward)
+
+    jvp = staticmethod(Maximum.jvp)
 
 
 def minimum(a, b):
@@ -333,7 +387,8 @@ class Relu(Op):
     applies the same mask to a: `xp.where` would run about ten times slower than a multiply on a
     mask that is positive at random (as after batch norm), a multiply by the mask is not a
     select, and NumPy's `maximum(a, 0)` does not vectorize against a scalar (2.5 times slower
-    than mask and AND together)."""
+    than mask and AND together).
+    jvp: dy = da where a > 0 (or NaN), else 0."""
 
     array_backward = True
 
@@ -346,6 +401,8 @@ class Relu(Op):
     def backward(ctx, g):
         return Keep.either(g, mask=ctx.keep)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def relu(a):
     _refuse_bool("relu", (a,), "a bool tensor is its own relu")
@@ -355,7 +412,8 @@ def relu(a):
 class Keep(Op):
     """g where `mask` (from backends.select) is set, +0 elsewhere, g broadcast to the mask's
     shape: the select that gradients of piecewise functions use;
-    dg = gg kept the same way, summed back to g's shape."""
+    dg = gg kept the same way, summed back to g's shape.
+    jvp: dy = dg kept the same way (a linear op)."""
 
     @staticmethod
     def forward(ctx, g, mask):
@@ -366,10 +424,13 @@ class Keep(Op):
     def backward(ctx, gg):
         return unbroadcast(Keep.apply(gg, mask=ctx.mask), ctx.shape)
 
+    jvp = staticmethod(linear)
+
 
 class Abs(Op):
     """|a|;  da = g * sign(a) (0 at a = 0 and at NaN, as PyTorch's sgn: a product, so an inf g
-    at 0 gives NaN there, as in PyTorch)."""
+    at 0 gives NaN there, as in PyTorch).
+    jvp: dy = da * sign(a)."""
 
     @staticmethod
     def forward(ctx, a):
@@ -381,6 +442,8 @@ class Abs(Op):
     def backward(ctx, g):
         return g * Tensor.from_array(ctx.sign, ctx.backend)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def abs(a):
     return Abs.apply(a)
@@ -388,7 +451,8 @@ def abs(a):
 
 class Clamp(Op):
     """a limited to [low, high] (either may be None);  da = g where low <= a <= high (the
-    bounds included, as in PyTorch), 0 elsewhere and at NaN."""
+    bounds included, as in PyTorch), 0 elsewhere and at NaN.
+    jvp: dy = da where low <= a <= high, 0 elsewhere."""
 
     @staticmethod
     def forward(ctx, a, low=None, high=None):
@@ -405,6 +469,8 @@ class Clamp(Op):
     def backward(ctx, g):
         return where(ctx.inside, g, 0)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def clamp(a, min=None, max=None):
     """a limited to [min, max] elementwise (numbers; either may be None), as torch.clamp."""
@@ -415,7 +481,8 @@ def clamp(a, min=None, max=None):
 
 
 class Tanh(Op):
-    """tanh(a);  da = g * (1 - tanh(a)^2)."""
+    """tanh(a);  da = g * (1 - tanh(a)^2).
+    jvp: dy = da * (1 - tanh(a)^2)."""
 
     array_backward = True
 
@@ -430,6 +497,8 @@ class Tanh(Op):
         (out,) = ctx.saved
         return g * (1 - out * out)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def tanh(a):
     return Tanh.apply(to_floating("tanh", a))
@@ -437,7 +506,8 @@ def tanh(a):
 
 class Sigmoid(Op):
     """1 / (1 + exp(-a)), computed as (1 + tanh(a/2)) / 2, which never overflows;
-    da = g * s * (1 - s)."""
+    da = g * s * (1 - s).
+    jvp: dy = da * s * (1 - s)."""
 
     array_backward = True
 
@@ -454,6 +524,8 @@ class Sigmoid(Op):
         (out,) = ctx.saved
         return g * out * (1 - out)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def sigmoid(a):
     return Sigmoid.apply(to_floating("sigmoid", a))
@@ -461,7 +533,8 @@ def sigmoid(a):
 
 class Where(Op):
     """condition ? a : b (condition is a boolean tensor);  da = g where condition,
-    db = g elsewhere."""
+    db = g elsewhere.
+    jvp: dy = condition ? da : db."""
 
     @staticmethod
     def forward(ctx, condition, a, b):
@@ -475,6 +548,8 @@ class Where(Op):
         da, db = _grads(ctx, lambda: where(ctx.condition, g, 0),
                         lambda: where(ctx.condition, 0, g), first=1)
         return None, da, db
+
+    jvp = staticmethod(linear)
 
 
 def where(condition, a, b):
@@ -493,7 +568,8 @@ def where(condition, a, b):
 
 
 class Cast(Op):
-    """a converted to `dtype`; the gradient is converted back to a's dtype."""
+    """a converted to `dtype`; the gradient is converted back to a's dtype.
+    jvp: dy = da converted to `dtype`."""
 
     array_backward = True
 
@@ -505,6 +581,8 @@ class Cast(Op):
     @staticmethod
     def backward(ctx, g):
         return g.astype(ctx.dtype)
+
+    jvp = staticmethod(linear)
 
 
 def cast(a, dtype):

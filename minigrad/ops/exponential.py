@@ -11,7 +11,8 @@ LN2, LN10 = math.log(2.0), math.log(10.0)
 
 
 class Log2(Op):
-    """log2(x);  dx = g / (x ln 2)."""
+    """log2(x);  dx = g / (x ln 2).
+    jvp: dy = dx / (x ln 2)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -23,9 +24,12 @@ class Log2(Op):
         (x,) = ctx.saved
         return g / (x * LN2)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class Log10(Op):
-    """log10(x);  dx = g / (x ln 10)."""
+    """log10(x);  dx = g / (x ln 10).
+    jvp: dy = dx / (x ln 10)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -37,9 +41,12 @@ class Log10(Op):
         (x,) = ctx.saved
         return g / (x * LN10)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class Log1p(Op):
-    """log(1 + x), accurate for small x;  dx = g / (1 + x)."""
+    """log(1 + x), accurate for small x;  dx = g / (1 + x).
+    jvp: dy = dx / (1 + x)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -51,9 +58,12 @@ class Log1p(Op):
         (x,) = ctx.saved
         return g / (x + 1)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class Expm1(Op):
-    """exp(x) - 1, accurate for small x;  dx = g * (out + 1)."""
+    """exp(x) - 1, accurate for small x;  dx = g * (out + 1).
+    jvp: dy = dx * (y + 1)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -66,9 +76,12 @@ class Expm1(Op):
         (out,) = ctx.saved
         return g * (out + 1)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class Rsqrt(Op):
-    """1 / sqrt(x);  dx = -g * out^3 / 2."""
+    """1 / sqrt(x);  dx = -g * out^3 / 2.
+    jvp: dy = -dx * y^3 / 2."""
 
     @staticmethod
     def forward(ctx, x):
@@ -81,9 +94,12 @@ class Rsqrt(Op):
         (out,) = ctx.saved
         return g * out * out * out * -0.5
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 class Reciprocal(Op):
-    """1 / x;  dx = -g * out^2."""
+    """1 / x;  dx = -g * out^2.
+    jvp: dy = -dx * y^2."""
 
     @staticmethod
     def forward(ctx, x):
@@ -95,6 +111,8 @@ class Reciprocal(Op):
     def backward(ctx, g):
         (out,) = ctx.saved
         return -g * out * out
+
+    jvp = backward   # a diagonal Jacobian is its own transpose
 
 
 def log2(x):

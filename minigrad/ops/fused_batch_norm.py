@@ -21,7 +21,8 @@ from .. import autograd
 from ..tensor import Tensor, as_tensor
 from .base import Op
 from .errors import ShapeError
-from .normalize import Normalize
+from .normalize import Normalize, normalized_tangent
+from .tangents import total
 
 
 def check_batch_norm(op, x, axis=1, count_values=True, dtype_rule=True, **vectors):
@@ -135,7 +136,9 @@ class FusedBatchNorm(Op):
         dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat))    (training: batch stats)
         dx = gamma * rstd * g,  dmean = -sum(dx),  dvar = -sum(dx * (x - mean)) * rstd^2 / 2
                                                                      (inference: given stats)
-    The arguments are checked by the functions that apply it (`check_batch_norm`)."""
+    The arguments are checked by the functions that apply it (`check_batch_norm`).
+    jvp: dy = gamma * dxhat + xhat * dgamma + dbeta per channel, dxhat normalize's
+    tangent (`batch_norm_tangent`)."""
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):
@@ -175,6 +178,30 @@ class FusedBatchNorm(Op):
                                    allow_unused=True))
         return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return batch_norm_tangent(ctx, *tangents), None, None
+
+
+
+def batch_norm_tangent(ctx, dx, dgamma, dbeta, dmean, dvar):
+    """The tangent of y = xhat * gamma + beta per channel (fused_batch_norm, and
+    fused_batch_norm_act before its activation), by the product rule:
+        dy = dxhat * gamma + xhat * dgamma + dbeta
+    with dxhat the tangent of normalize (`normalized_tangent`: batch or given statistics).
+    xhat is recomputed by normalize, so an outer level (or create_graph) sees it move."""
+    x, gamma, _, mean, var = ctx.primals
+    axes = tuple(i for i in range(x.ndim) if i != ctx.axis)
+    view = channel_view_shape(x.shape, ctx.axis)
+
+    def on_axis(vector):
+        return None if vector is None else vector.reshape(view)
+    stats = [on_axis(s) for s in (mean, var)]
+    xhat, _, _ = Normalize.apply(x, *[s for s in stats if s is not None], axes=axes, eps=ctx.eps)
+    dxhat = normalized_tangent(x, xhat, axes, ctx.eps, *stats, dx, on_axis(dmean), on_axis(dvar))
+    dy = total(dxhat if dxhat is None or gamma is None else dxhat * on_axis(gamma),
+               None if dgamma is None else xhat * on_axis(dgamma), on_axis(dbeta))
+    return dy if dy.dtype == x.dtype else dy.astype(x.dtype)
 
 def fused_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, var=None):
     """Batch norm in one op: (y, batch_mean, batch_var), equal to `composed_batch_norm`.

@@ -31,8 +31,10 @@ from ..backends.array_batch_norm_act import ACTIVATIONS, Activation
 from ..tensor import Tensor, as_tensor
 from .activation import elu, leaky_relu
 from .base import Op
+from .elementwise import where
 from .fused_batch_norm import (
     batch_norm_checked,
+    batch_norm_tangent,
     channel_view_shape,
     check_batch_norm,
     check_statistics_pair,
@@ -69,7 +71,9 @@ class FusedBatchNormAct(Op):
     only;  dy = g * act'(z),  xhat = (act^-1(z) - beta) / gamma,  dbeta = sum(dy),
     dgamma = sum(dy * xhat),  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
     (inference: dx = gamma * rstd * dy); see the module docstring. The arguments are checked by
-    `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`)."""
+    `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`).
+    jvp: dz = act'(z) * dy, dy batch norm's tangent (`batch_norm_tangent`),
+    act'(z) = 1 where z > 0, else negative_slope (leaky_relu) or z + alpha (elu)."""
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):
@@ -134,6 +138,15 @@ class FusedBatchNormAct(Op):
         grads = iter(autograd.grad(out, wanted, g, create_graph=autograd.is_grad_enabled(),
                                    allow_unused=True))
         return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        dy, (z, _, _) = batch_norm_tangent(ctx, *tangents), ctx.results
+        name, negative_slope, alpha = ctx.activation
+        if name == "identity":
+            return dy, None, None
+        slope = negative_slope if name == "leaky_relu" else z + alpha
+        return where((z > 0).array, dy, dy * slope), None, None
 
 
 def _data(tensor):

@@ -20,6 +20,7 @@ from ..shapes import unbroadcast
 from ..tensor import Tensor
 from .base import Op
 from .elementwise import where
+from .tangents import linear
 
 
 def _component(x, part):
@@ -120,7 +121,8 @@ def has_arrays(index):
 
 
 class GetItem(Op):
-    """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd)."""
+    """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd).
+    jvp: dy = dx[index]."""
 
     array_backward = True
 
@@ -144,10 +146,13 @@ class GetItem(Op):
     def backward(ctx, g):
         return IndexAdd.either(g, shape=ctx.in_shape, index=ctx.index, gathers=ctx.gathers)
 
+    jvp = staticmethod(linear)
+
 
 class IndexAdd(Op):
     """zeros(shape) with g added at `index` (numpy.add.at: repeated indices accumulate);
-    dg = gg[index]."""
+    dg = gg[index].
+    jvp: dy = zeros with dg added at `index`."""
 
     @staticmethod
     def forward(ctx, g, shape, index, gathers):
@@ -163,10 +168,13 @@ class IndexAdd(Op):
     def backward(ctx, gg):
         return GetItem.apply(gg, index=ctx.index, gathers=ctx.gathers)
 
+    jvp = staticmethod(linear)
+
 
 class IndexPut(Op):
     """A copy of x with `value` (broadcast) written at `index`;  dx = g with 0 at the written
-    places, dvalue = g[index] summed down to value's shape."""
+    places, dvalue = g[index] summed down to value's shape.
+    jvp: dy = dx with dvalue written at `index`."""
 
     @staticmethod
     def forward(ctx, x, value, index, gathers):
@@ -184,6 +192,8 @@ class IndexPut(Op):
         dvalue = (unbroadcast(GetItem.apply(g, index=ctx.index, gathers=ctx.gathers),
                               ctx.value_shape) if need_value else None)
         return dx, dvalue
+
+    jvp = staticmethod(linear)
 
 
 def getitem(x, index):

@@ -14,6 +14,7 @@ from ._promotion import promote
 from .base import Op
 from .errors import ShapeError
 from .indexing import getitem
+from .tangents import linear
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")   # PyTorch: zeros, reflect, replicate, circular
 
@@ -30,7 +31,8 @@ def _check_same_shapes(op, arrays, skip_axis=None):
 
 
 class Concatenate(Op):
-    """Inputs joined along an existing `axis`;  d(input k) = g sliced at input k's rows."""
+    """Inputs joined along an existing `axis`;  d(input k) = g sliced at input k's rows.
+    jvp: dy = the tangents concatenated (zeros for those absent)."""
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -52,9 +54,12 @@ class Concatenate(Op):
             start += size
         return tuple(grads)
 
+    jvp = staticmethod(linear)
+
 
 class Stack(Op):
-    """Inputs of one shape joined along a new `axis`;  d(input k) = g[..., k, ...]."""
+    """Inputs of one shape joined along a new `axis`;  d(input k) = g[..., k, ...].
+    jvp: dy = the tangents stacked (zeros for those absent)."""
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -69,6 +74,8 @@ class Stack(Op):
         lead = (slice(None),) * ctx.axis
         return tuple(g[lead + (k,)] if needed else None
                      for k, needed in enumerate(ctx.needs_input_grad))
+
+    jvp = staticmethod(linear)
 
 
 def pad_pairs(op, pad_width, ndim):
@@ -110,7 +117,8 @@ def interior(pairs, shape):
 
 
 class Pad(Op):
-    """x padded with a constant (NumPy's mode="constant");  dx = g with the border cut off."""
+    """x padded with a constant (NumPy's mode="constant");  dx = g with the border cut off.
+    jvp: dy = dx padded with zeros."""
 
     @staticmethod
     def forward(ctx, x, pad_width, value=0.0):
@@ -121,6 +129,10 @@ class Pad(Op):
     @staticmethod
     def backward(ctx, g):
         return g[interior(ctx.pairs, ctx.in_shape)]
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Pad.apply(dx, pad_width=ctx.attrs["pad_width"], value=0.0)
 
 
 def _promoted(op, tensors):

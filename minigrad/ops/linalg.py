@@ -5,6 +5,7 @@ from ..shapes import broadcast_clash, unbroadcast
 from ._promotion import check_same_dtype
 from .base import Op
 from .errors import ShapeError
+from .tangents import product_rule
 
 
 class MatMul(Op):
@@ -12,7 +13,7 @@ class MatMul(Op):
 
     For matrices, da = g @ b^T and db = a^T @ g; a 1-D operand is treated as a row (a) or column
     (b) matrix, and batch dimensions are summed back with `unbroadcast`.
-    """
+    jvp: dy = da @ b + a @ db."""
 
     array_backward = True
 
@@ -47,6 +48,8 @@ class MatMul(Op):
             db = _reshaped(unbroadcast(a2.swapaxes(-1, -2) @ g2, b2.shape), b.shape)
         return da, db
 
+    jvp = staticmethod(product_rule)
+
 
 def _reshaped(t, shape):
     """t with `shape`: t itself when it has that shape already (no op to run and record)."""
@@ -62,7 +65,8 @@ class Linear(Op):
     dx = g W,  dW = g^T x,  db = g summed over all but its last axis.
 
     One node instead of transpose, matmul and add: PyTorch's F.linear is one primitive too,
-    and its backward runs four ops, not the ten of the composition's."""
+    and its backward runs four ops, not the ten of the composition's.
+    jvp: dy = dx W^T + x dW^T + db."""
 
     array_backward = True
 
@@ -83,6 +87,10 @@ class Linear(Op):
         dweight = g_rows.swapaxes(0, 1) @ _rows(x) if needs_weight else None
         dbias = g_rows.sum(axis=0) if needs_bias else None
         return dx, dweight, dbias
+
+    @staticmethod
+    def jvp(ctx, dx, dweight, dbias):
+        return product_rule(ctx, dx, dweight, dbias, added=(2,))
 
 
 def _rows(t):

@@ -20,6 +20,7 @@ from . import either
 from .base import Op
 from .elementwise import where
 from .errors import DTypeError, IndexRangeError, ShapeError
+from .tangents import total
 
 
 def _log_softmax(xp, x, axis):
@@ -31,7 +32,8 @@ def _log_softmax(xp, x, axis):
 
 
 class LogSoftmax(Op):
-    """y = log_softmax(x) along `axis`;  dx = g - softmax(x) * sum(g), softmax(x) = exp(y)."""
+    """y = log_softmax(x) along `axis`;  dx = g - softmax(x) * sum(g), softmax(x) = exp(y).
+    jvp: dy = dx - sum(softmax(x) * dx)."""
 
     array_backward = True
 
@@ -51,6 +53,15 @@ class LogSoftmax(Op):
         (out,) = ctx.saved
         return g - either.exp(out) * g.sum(axis=ctx.axis, keepdims=True)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return LogSoftmax.jvp_of(ctx.results[0], dx, ctx.axis)
+
+    @staticmethod
+    def jvp_of(y, dx, axis):
+        """The tangent of y = log_softmax(x) along `axis` for x moving by dx."""
+        return dx - (y.exp() * dx).sum(axis=axis, keepdims=True)
+
 
 def log_softmax(x, dim=None, *, axis=None):
     """log(softmax(x)) along `dim` (or `axis`; the last by default), computed stably."""
@@ -67,7 +78,9 @@ class CrossEntropy(Op):
     (class-index targets) q's zeros are terms that are absent, so a -inf logit at a class with
     q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch; `ignored` (None: none) marks the
     rows of an ignored target: they get no gradient, even from a "mean" over no row at all
-    (0 / 0)."""
+    (0 / 0).
+    jvp: dloss_m = -sum_c (q_mc dlogp_mc + dq_mc logp_mc), dlogp = the
+    log_softmax tangent of dlogits, then reduced as the loss is."""
 
     array_backward = True
 
@@ -107,6 +120,17 @@ class CrossEntropy(Op):
         if dlogits is not None and ctx.ignored is not None:
             dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
         return dlogits, -log_probs * scale if need_q else None
+
+    @staticmethod
+    def jvp(ctx, dlogits, dq):
+        logits, q = ctx.primals
+        log_probs = LogSoftmax.apply(logits, axis=1)   # a tensor: outer levels see it move
+        dlosses = -total(
+            None if dlogits is None else q * LogSoftmax.jvp_of(log_probs, dlogits, 1),
+            None if dq is None else dq * log_probs).sum(axis=1)
+        if ctx.reduction == "none":
+            return dlosses
+        return dlosses.sum() / ctx.divisor if ctx.reduction == "mean" else dlosses.sum()
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -262,7 +286,9 @@ _BCE_EPSILON = 1e-12  # ... and the denominator of its gradient here
 
 class BinaryCrossEntropy(Op):
     """loss = -(t * max(log p, -100) + (1 - t) * max(log(1 - p), -100)) for probabilities p;
-    dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100))."""
+    dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100)).
+    jvp: dloss = dp * (p - t) / max(p (1 - p), 1e-12)
+    + dt * (max(log(1-p), -100) - max(log p, -100))."""
 
     @staticmethod
     def forward(ctx, p, t):
@@ -289,6 +315,14 @@ class BinaryCrossEntropy(Op):
         if need_t:
             dt = g * ((1.0 - p).log().maximum(_LOG_FLOOR) - p.log().maximum(_LOG_FLOOR))
         return dp, dt
+
+    @staticmethod
+    def jvp(ctx, dp, dt):
+        p, t = ctx.primals
+        return total(
+            None if dp is None else dp * (p - t) / ((p * (1.0 - p)).maximum(_BCE_EPSILON)),
+            None if dt is None else dt * ((1.0 - p).log().maximum(_LOG_FLOOR)
+                                          - p.log().maximum(_LOG_FLOOR)))
 
 
 def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):

@@ -8,10 +8,12 @@ from .join import concatenate
 from .rearrange import flip
 from .reduction import max as max_
 from .reduction import sum as sum_
+from .tangents import linear, total, transposed_backward
 
 
 class Sin(Op):
-    """sin(x);  dx = g * cos(x)."""
+    """sin(x);  dx = g * cos(x).
+    jvp: dy = dx * cos(x)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -23,13 +25,16 @@ class Sin(Op):
         (x,) = ctx.saved
         return g * cos(x)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def sin(x):
     return Sin.apply(to_floating("sin", x))
 
 
 class Cos(Op):
-    """cos(x);  dx = -g * sin(x)."""
+    """cos(x);  dx = -g * sin(x).
+    jvp: dy = -dx * sin(x)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -41,6 +46,8 @@ class Cos(Op):
         (x,) = ctx.saved
         return -g * sin(x)
 
+    jvp = backward   # a diagonal Jacobian is its own transpose
+
 
 def cos(x):
     return Cos.apply(to_floating("cos", x))
@@ -48,11 +55,14 @@ def cos(x):
 
 class _Step(Op):
     """A piecewise-constant function: its derivative is 0 wherever it exists (PyTorch's
-    gradient for sign, floor, ceil and round)."""
+    gradient for sign, floor, ceil and round).
+    jvp: dy = 0."""
 
     @staticmethod
     def backward(ctx, g):
         return g * 0.0
+
+    jvp = backward   # a diagonal Jacobian is its own transpose
 
 
 class Sign(_Step):
@@ -110,7 +120,8 @@ def _scan_axis(op, x, dim):
 
 
 class Cumsum(Op):
-    """y_j = sum_{k <= j} x_k along `axis`;  dx_i = sum_{j >= i} g_j (a reversed cumsum)."""
+    """y_j = sum_{k <= j} x_k along `axis`;  dx_i = sum_{j >= i} g_j (a reversed cumsum).
+    jvp: dy = cumsum(dx)."""
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -121,6 +132,8 @@ class Cumsum(Op):
     def backward(ctx, g):
         return flip(Cumsum.apply(flip(g, ctx.axis), axis=ctx.axis), ctx.axis)
 
+    jvp = staticmethod(linear)
+
 
 def cumsum(x, dim):
     return Cumsum.apply(x, axis=_scan_axis("cumsum", x, dim) if x.ndim else None)
@@ -128,7 +141,9 @@ def cumsum(x, dim):
 
 class Cumprod(Op):
     """y_j = prod_{k <= j} x_k along `axis`;  dx_i = e_i * r_i with e_i = prod_{k < i} x_k and
-    r_i = g_i + x_{i+1} r_{i+1} (so zeros in x need no division)."""
+    r_i = g_i + x_{i+1} r_{i+1} (so zeros in x need no division).
+    jvp: dy_j = sum_{i <= j} dx_i * prod_{k <= j, k != i} x_k, taken as backward's transpose
+    (ops/tangents.py), which is exact at zeros too."""
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -153,6 +168,8 @@ class Cumprod(Op):
             r.append(at(g, i) + at(x, i + 1) * r[-1])
         return exclusive * concatenate(r[::-1], axis)
 
+    jvp = staticmethod(transposed_backward)
+
 
 def cumprod(x, dim):
     return Cumprod.apply(x, axis=_scan_axis("cumprod", x, dim) if x.ndim else None)
@@ -160,7 +177,8 @@ def cumprod(x, dim):
 
 class Remainder(Op):
     """a - floor(a / b) * b, with the sign of b (Python's % and PyTorch's remainder);
-    da = g, db = -g * floor(a / b)."""
+    da = g, db = -g * floor(a / b).
+    jvp: dy = da - floor(a / b) * db."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -175,6 +193,11 @@ class Remainder(Op):
         return (unbroadcast(g, a.shape) if need_a else None,
                 unbroadcast(-g * floor(a / b), b.shape) if need_b else None)
 
+    @staticmethod
+    def jvp(ctx, da, db):
+        a, b = ctx.primals
+        return total(da, None if db is None else -db * floor(a / b))
+
 
 def remainder(a, b):
     return Remainder.apply(*promote("remainder", a, b))
@@ -182,7 +205,8 @@ def remainder(a, b):
 
 class VectorNorm2(Op):
     """sqrt(sum x^2) over `axes`;  dx = g * x / norm, and 0 where the norm is 0 (PyTorch's
-    subgradient)."""
+    subgradient).
+    jvp: dy = sum(x * dx) / norm (0 where the norm is 0)."""
 
     @staticmethod
     def forward(ctx, x, axes, keepdims):
@@ -201,10 +225,19 @@ class VectorNorm2(Op):
         zero = (norm == 0).array
         return where(zero, 0.0, g * x / where(zero, 1.0, norm))
 
+    @staticmethod
+    def jvp(ctx, dx):
+        (x,), (norm,) = ctx.primals, ctx.results
+        kept = norm.reshape(ctx.kept)
+        zero = (kept == 0).array
+        return sum_(where(zero, 0.0, x * dx / where(zero, 1.0, kept)), ctx.attrs["axes"],
+                    ctx.attrs["keepdims"])
+
 
 class VectorNorm(Op):
     """(sum |x|^p)^(1/p) over `axes`, for a number p > 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
-    and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient)."""
+    and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient).
+    jvp: dy = sum(dx * sign(x) * (|x| / norm)^(p-1)) (0 where x is 0)."""
 
     @staticmethod
     def forward(ctx, x, p, axes, keepdims):
@@ -223,6 +256,12 @@ class VectorNorm(Op):
         # where x is 0 the formula is fed |x| = 1 and a norm of 1, so no inf or NaN appears there
         ratio = where(zero, 1.0, x.abs()) / where((norm == 0).array, 1.0, norm)
         return where(zero, 0.0, g * sign(x) * ratio ** (ctx.p - 1))
+
+    @staticmethod
+    def jvp(ctx, dx):
+        (norm,) = ctx.results
+        slope = VectorNorm.backward(ctx, norm.new_ones(norm.shape))   # d norm / dx
+        return sum_(slope * dx, ctx.attrs["axes"], ctx.attrs["keepdims"])
 
 
 def norm(x, p="fro", dim=None, keepdim=False):

@@ -24,6 +24,7 @@ from ..shapes import kept_shape, normalize_axes, unbroadcast
 from ..tensor import Tensor, as_tensor
 from ._promotion import require_floating
 from .base import Op
+from .tangents import total
 
 
 def _broadcasts_to(shape, target):
@@ -40,7 +41,10 @@ class Normalize(Op):
         inference (mean, var given):  dx = g * rstd,  dmean = -sum(g * rstd),
                                       dvar = -sum(g * (x - mean)) * rstd^3 / 2
     (sums over the axes each statistic broadcasts along). Takes its arguments as `normalize`
-    has checked them: `axes` a sorted tuple of non-negative axes."""
+    has checked them: `axes` a sorted tuple of non-negative axes.
+    jvp: dy = rstd * (dx - mean(dx) - y * mean(y * dx))   (training; its
+    Jacobian is symmetric, so this is backward's formula), dy = (dx - dmean) * rstd
+    - y * rstd^2 * dvar / 2   (inference); `normalized_tangent` derives both."""
 
     @staticmethod
     def forward(ctx, x, mean=None, var=None, *, axes, eps):
@@ -100,6 +104,12 @@ class Normalize(Op):
                 if need_var else None)
         return dx, dmean, dvar
 
+    @staticmethod
+    def jvp(ctx, dx, dmean=None, dvar=None):
+        x, mean, var = (*ctx.primals, None, None)[:3]   # training: x alone
+        return normalized_tangent(x, ctx.results[0], ctx.axes, ctx.eps, mean, var, dx, dmean,
+                                  dvar), None, None
+
 
 def normalize(x, axes, eps=1e-5, mean=None, var=None):
     """(y, mean, var): x normalized over `axes` to zero mean and unit variance.
@@ -127,3 +137,28 @@ def normalize(x, axes, eps=1e-5, mean=None, var=None):
                 f"normalize: {name} of shape {stat.shape} must broadcast to the input's shape "
                 f"{x.shape} (keep the reduced dims, e.g. {kept_shape(x.shape, axes)})")
     return Normalize.apply(x, mean, var, axes=axes, eps=eps)
+
+
+def normalized_tangent(x, y, axes, eps, mean, var, dx, dmean=None, dvar=None):
+    """The tangent of y = (x - mean) * rstd, rstd = (var + eps)^(-1/2), for x moving by dx (and
+    given statistics by dmean, dvar); None when nothing moves. y and rstd are recomputed from
+    the tensors, so an outer level (or create_graph) sees them move.
+
+    Inference (mean, var given): the product rule on (x - mean) * rstd, with
+    drstd = -rstd^3 dvar / 2, gives dy = (dx - dmean) * rstd - y * rstd^2 * dvar / 2.
+    Training (batch statistics, means over `axes`): dmean = mean(dx), and as mean(x - mean) = 0,
+    dvar = 2 mean((x - mean) dx) = 2 mean(y dx) / rstd, so drstd = -rstd^2 mean(y dx) and
+        dy = (dx - mean(dx)) * rstd + (x - mean) * drstd = rstd * (dx - mean(dx) - y * mean(y dx))
+    the backward's formula with dx for g: the Jacobian rstd (I - 1 1^T / n - y y^T / n) is
+    symmetric."""
+    if mean is not None:
+        rstd = (var + eps) ** -0.5
+        moved = total(dx, None if dmean is None else -dmean)
+        return total(None if moved is None else moved * rstd,
+                     None if dvar is None else y * (rstd * rstd * dvar * -0.5))
+    if dx is None:
+        return None
+    rstd = (x.var(axis=axes, keepdims=True, correction=0) + eps) ** -0.5
+    dy = rstd * (dx - dx.mean(axis=axes, keepdims=True)
+                 - y * (y * dx).mean(axis=axes, keepdims=True))
+    return dy if dy.dtype == x.dtype else dy.astype(x.dtype)

@@ -9,6 +9,7 @@ import collections
 from ..shapes import normalize_axes
 from ..tensor import Tensor
 from .base import Op
+from .tangents import linear
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
@@ -16,7 +17,8 @@ TopkResult = collections.namedtuple("topk", ["values", "indices"])
 
 class TakeAlongAxis(Op):
     """out = x gathered at integer `indices` along `axis` (numpy.take_along_axis);
-    dx = g scattered back, summed where an index repeats (PutAlongAxis)."""
+    dx = g scattered back, summed where an index repeats (PutAlongAxis).
+    jvp: dy = dx gathered at `indices`."""
 
     @staticmethod
     def forward(ctx, x, indices, axis):
@@ -27,9 +29,12 @@ class TakeAlongAxis(Op):
     def backward(ctx, g):
         return PutAlongAxis.apply(g, shape=ctx.in_shape, indices=ctx.indices, axis=ctx.axis)
 
+    jvp = staticmethod(linear)
+
 
 class PutAlongAxis(Op):
-    """zeros(shape) with g added at integer `indices` along `axis`;  dg = gg gathered there."""
+    """zeros(shape) with g added at integer `indices` along `axis`;  dg = gg gathered there.
+    jvp: dy = zeros with dg added at `indices`."""
 
     @staticmethod
     def forward(ctx, g, shape, indices, axis):
@@ -42,6 +47,8 @@ class PutAlongAxis(Op):
     @staticmethod
     def backward(ctx, gg):
         return TakeAlongAxis.apply(gg, indices=ctx.indices, axis=ctx.axis)
+
+    jvp = staticmethod(linear)
 
 
 def along_axis(xp, indices, axis):

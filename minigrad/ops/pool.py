@@ -21,7 +21,8 @@ padding that ceil_mode adds never count; divisor_override replaces the count.
 from ..backends.select import keep_where
 from .base import Op
 from .elementwise import Keep
-from .window import NO_DILATION, Fold, output_size, pair, sliding_windows
+from .tangents import linear
+from .window import NO_DILATION, Fold, Unfold, output_size, pair, sliding_windows
 
 
 def _pool_params(op, kernel_size, stride, padding, ceil_mode):
@@ -107,7 +108,8 @@ def _flat_indices(xp, mask, in_shape, stride, sides, dilation):
 
 class MaxPool2d(Op):
     """max over each window (and, with return_indices, where it is);
-    dx = g at the window's first maximal element, 0 elsewhere."""
+    dx = g at the window's first maximal element, 0 elsewhere.
+    jvp: dy = dx at the window's first maximal element."""
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, dilation=NO_DILATION,
@@ -126,6 +128,13 @@ class MaxPool2d(Op):
     def backward(ctx, g, g_indices=None):
         # a select, as PyTorch's scatter: an inf or NaN in g reaches only the maximum
         return _fold(ctx, Keep.apply(_per_window(g), mask=ctx.keep))
+
+    @staticmethod
+    def jvp(ctx, dx):
+        windows = Unfold.apply(dx, kernel=ctx.attrs["kernel"], stride=ctx.stride,
+                               padding=ctx.padding, dilation=ctx.dilation)
+        dy = Keep.apply(windows, mask=ctx.keep).sum(axis=(1, 2)).permute(3, 0, 1, 2)
+        return (dy, None) if len(ctx.results) == 2 else dy
 
 
 def _counts(n, k, s, before, out, count_include_pad):
@@ -152,7 +161,8 @@ def _divisor(ctx, x, kernel, stride, count_include_pad, divisor_override, out_sh
 
 class AvgPool2d(Op):
     """sum over each window / its count (see the module doc);
-    dx = g / count at every element of the window."""
+    dx = g / count at every element of the window.
+    jvp: dy = avg_pool2d(dx)."""
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, count_include_pad=True,
@@ -170,6 +180,8 @@ class AvgPool2d(Op):
             divisor = divisor.reshape((1, 1) + divisor.shape)
         spread = (_per_window(g) * (1.0 / divisor)).broadcast_to(ctx.window_shape)
         return _fold(ctx, spread)
+
+    jvp = staticmethod(linear)
 
 
 def _check_divisor(divisor_override):

@@ -8,6 +8,7 @@ from .elementwise import where
 from .errors import ShapeError
 from .indexing import getitem
 from .shape import broadcast_to, reshape
+from .tangents import linear
 
 
 def _axes(op, dims, ndim):
@@ -17,7 +18,8 @@ def _axes(op, dims, ndim):
 
 
 class Flip(Op):
-    """x reversed along `axes`;  dx = g reversed along the same axes."""
+    """x reversed along `axes`;  dx = g reversed along the same axes.
+    jvp: dy = dx flipped."""
 
     @staticmethod
     def forward(ctx, x, axes):
@@ -28,6 +30,8 @@ class Flip(Op):
     def backward(ctx, g):
         return Flip.apply(g, axes=ctx.axes)
 
+    jvp = staticmethod(linear)
+
 
 def flip(x, dims):
     return Flip.apply(x, axes=_axes("flip", dims, x.ndim))
@@ -35,7 +39,8 @@ def flip(x, dims):
 
 class Roll(Op):
     """x shifted cyclically by `shifts` along `axes` (the flattened x when axes is None);
-    dx = g rolled back by -shifts."""
+    dx = g rolled back by -shifts.
+    jvp: dy = dx rolled."""
 
     @staticmethod
     def forward(ctx, x, shifts, axes):
@@ -46,6 +51,8 @@ class Roll(Op):
     def backward(ctx, g):
         back = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
         return Roll.apply(g, shifts=back, axes=ctx.axes)
+
+    jvp = staticmethod(linear)
 
 
 def roll(x, shifts, dims=None):
@@ -70,7 +77,8 @@ def _diagonal_index(xp, shape, offset):
 
 class Diagonal(Op):
     """The diagonal `offset` of the plane (axis1, axis2), as a new last axis (NumPy's and
-    PyTorch's layout);  dx = zeros with g written back on that diagonal (DiagonalScatter)."""
+    PyTorch's layout);  dx = zeros with g written back on that diagonal (DiagonalScatter).
+    jvp: dy = the diagonal of dx."""
 
     @staticmethod
     def forward(ctx, x, offset, axis1, axis2):
@@ -82,10 +90,13 @@ class Diagonal(Op):
         return DiagonalScatter.apply(g, shape=ctx.in_shape, offset=ctx.offset, axis1=ctx.axis1,
                                      axis2=ctx.axis2)
 
+    jvp = staticmethod(linear)
+
 
 class DiagonalScatter(Op):
     """zeros(shape) with g on the diagonal `offset` of the plane (axis1, axis2);
-    dg = diagonal(gg)."""
+    dg = diagonal(gg).
+    jvp: dy = zeros with dg on the diagonal."""
 
     @staticmethod
     def forward(ctx, g, shape, offset, axis1, axis2):
@@ -101,6 +112,8 @@ class DiagonalScatter(Op):
     def backward(ctx, gg):
         return Diagonal.apply(gg, offset=ctx.offset, axis1=ctx.axis1, axis2=ctx.axis2)
 
+    jvp = staticmethod(linear)
+
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
     axis1, axis2 = _axes("diagonal", (dim1, dim2), x.ndim)
@@ -111,7 +124,8 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 
 
 class Clone(Op):
-    """A copy of x with its own memory;  dx = g."""
+    """A copy of x with its own memory;  dx = g.
+    jvp: dy = a copy of dx."""
 
     @staticmethod
     def forward(ctx, x):
@@ -120,6 +134,8 @@ class Clone(Op):
     @staticmethod
     def backward(ctx, g):
         return g
+
+    jvp = staticmethod(linear)
 
 
 def clone(x):

@@ -14,6 +14,7 @@ from ._promotion import require_floating
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 from .errors import IndexRangeError, ShapeError
+from .tangents import linear, reduced
 
 # What max(dim) and min(dim) return, as torch.return_types.max / .min do.
 MaxResult = collections.namedtuple("max", ["values", "indices"])
@@ -48,7 +49,8 @@ def _reduced_shape(shape, axes):
 
 class Sum(Op):
     """sum(x, axis);  dx = g broadcast over the summed axes. Integers and bools sum in int64,
-    as in PyTorch; the sum of nothing is 0."""
+    as in PyTorch; the sum of nothing is 0.
+    jvp: dy = sum(dx)."""
 
     array_backward = True
 
@@ -62,6 +64,8 @@ class Sum(Op):
     def backward(ctx, g):
         return _spread(g, ctx)
 
+    jvp = staticmethod(linear)
+
 
 def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("sum", dim, keepdim, axis, keepdims)
@@ -69,7 +73,8 @@ def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 
 class Mean(Op):
-    """mean(x, axis) = sum / n;  dx = g / n broadcast. The mean of nothing is NaN."""
+    """mean(x, axis) = sum / n;  dx = g / n broadcast. The mean of nothing is NaN.
+    jvp: dy = mean(dx)."""
 
     array_backward = True
 
@@ -84,6 +89,8 @@ class Mean(Op):
     @staticmethod
     def backward(ctx, g):
         return _spread(g / ctx.count, ctx) if ctx.count else _spread(g, ctx)
+
+    jvp = staticmethod(linear)
 
 
 def mean(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -116,7 +123,8 @@ def _extremum_backward(ctx, g):
 
 
 class Max(Op):
-    """max(x, axis) (torch.amax);  dx = g / (number of maxima) at the maxima, 0 elsewhere."""
+    """max(x, axis) (torch.amax);  dx = g / (number of maxima) at the maxima, 0 elsewhere.
+    jvp: dy = sum(dx / (number of maxima) at the maxima)."""
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -124,16 +132,21 @@ class Max(Op):
 
     backward = staticmethod(_extremum_backward)
 
+    jvp = staticmethod(reduced)
+
 
 class Min(Op):
     """min(x, axis) (torch.amin), its own reduction (exact for unsigned ints and bools);
-    dx = g / (number of minima) at the minima, 0 elsewhere."""
+    dx = g / (number of minima) at the minima, 0 elsewhere.
+    jvp: dy = sum(dx / (number of minima) at the minima)."""
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         return _extremum(ctx, x, axis, keepdims, "min")
 
     backward = staticmethod(_extremum_backward)
+
+    jvp = staticmethod(reduced)
 
 
 def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -197,7 +210,8 @@ class Var(Op):
     so a large mean does not swallow a small spread;  dx = g * 2 (x - mean) / (n - correction).
     With n <= correction the result is inf (or NaN for 0 / 0), and the gradient follows
     PyTorch: over all axes NaN where x equals the mean and inf elsewhere, over given axes the
-    formula with 2 / (n - correction) (inf for n = correction)."""
+    formula with 2 / (n - correction) (inf for n = correction).
+    jvp: dy = sum(2 (x - mean) dx) / (n - correction)."""
 
     array_backward = True
 
@@ -230,6 +244,8 @@ class Var(Op):
             return _kept(g, ctx) * scale
         scale = 2.0 / ctx.dof if ctx.dof else float("inf")
         return centered * (_kept(g, ctx) * scale)   # as PyTorch: g * scale first, not per element
+
+    jvp = staticmethod(reduced)
 
 
 def _correction(op, unbiased, correction):
@@ -266,7 +282,8 @@ def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
 
 class Prod(Op):
     """prod(x, axis);  dx_i = g * prod_{j != i} x_j: g * prod / x_i when no x is 0, else the
-    product of the others multiplied out (exact, and differentiable again, at zeros)."""
+    product of the others multiplied out (exact, and differentiable again, at zeros).
+    jvp: dy = sum(dx * prod of the others)."""
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -283,6 +300,8 @@ class Prod(Op):
         if not (x.array == 0).any():
             return _kept(g, ctx) * _kept(out, ctx) / x
         return _kept(g, ctx) * _product_of_others(x, ctx.axes)
+
+    jvp = staticmethod(reduced)
 
 
 def _product_of_others(x, axes):
@@ -309,7 +328,8 @@ def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 class LogSumExp(Op):
     """y = log sum exp(x) over axis, computed as m + log sum exp(x - m) with m the max, so no
-    exp overflows;  dx = g * exp(x - y) (softmax)."""
+    exp overflows;  dx = g * exp(x - y) (softmax).
+    jvp: dy = sum(dx * exp(x - y)) (softmax-weighted)."""
 
     @classmethod
     def name(cls):
@@ -334,6 +354,8 @@ class LogSumExp(Op):
     def backward(ctx, g):
         x, out = ctx.saved
         return _kept(g, ctx) * exp(x - _kept(out, ctx))
+
+    jvp = staticmethod(reduced)
 
 
 def logsumexp(x, dim=None, keepdim=None, *, axis=None, keepdims=None):

@@ -16,12 +16,14 @@ from .elementwise import where
 from .indexing import GetItem, IndexAdd
 from .ordering import PutAlongAxis, TakeAlongAxis, along_axis
 from .shape import broadcast_to
+from .tangents import linear
 
 
 class Scatter(Op):
     """x with src written at `indices` along `axis` (out[index[i][j]][j] = src[i][j] for axis 0;
     where an index repeats, one write wins, as in PyTorch);
-    dx = g with 0 at the written places, dsrc = g gathered at the indices."""
+    dx = g with 0 at the written places, dsrc = g gathered at the indices.
+    jvp: dy = dx with dsrc written at the indices."""
 
     @staticmethod
     def forward(ctx, x, src, indices, axis):
@@ -38,6 +40,8 @@ class Scatter(Op):
         need_x, need_src = ctx.needs_input_grad
         return (where(ctx.written, 0, g) if need_x else None,
                 TakeAlongAxis.apply(g, indices=ctx.indices, axis=ctx.axis) if need_src else None)
+
+    jvp = staticmethod(linear)
 
 
 def _index_tensor(op, x, index, dtypes=("int64", "int32")):

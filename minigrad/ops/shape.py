@@ -3,10 +3,12 @@ back the way it came."""
 from ..shapes import check_sizes, normalize_axis, unbroadcast
 from .base import Op
 from .errors import ShapeError
+from .tangents import linear
 
 
 class Reshape(Op):
-    """x viewed with a new shape (-1 allowed once);  dx = g reshaped back."""
+    """x viewed with a new shape (-1 allowed once);  dx = g reshaped back.
+    jvp: dy = dx reshaped."""
 
     array_backward = True
 
@@ -23,6 +25,8 @@ class Reshape(Op):
     def backward(ctx, g):
         return g.reshape(ctx.in_shape)
 
+    jvp = staticmethod(linear)
+
 
 def reshape(x, shape):
     return Reshape.apply(x, shape=check_sizes("reshape", shape, allow_infer=True))
@@ -30,7 +34,8 @@ def reshape(x, shape):
 
 class Transpose(Op):
     """x with its axes permuted (reversed when `axes` is None);  dx = g with the inverse
-    permutation."""
+    permutation.
+    jvp: dy = dx transposed."""
 
     @staticmethod
     def forward(ctx, x, axes=None):
@@ -48,6 +53,8 @@ class Transpose(Op):
     def backward(ctx, g):
         return transpose(g, ctx.inverse)
 
+    jvp = staticmethod(linear)
+
 
 def transpose(x, axes=None):
     return Transpose.apply(x, axes=None if axes is None else tuple(axes))
@@ -57,7 +64,8 @@ permute = transpose
 
 
 class BroadcastTo(Op):
-    """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes."""
+    """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes.
+    jvp: dy = dx stretched."""
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -71,6 +79,8 @@ class BroadcastTo(Op):
     @staticmethod
     def backward(ctx, g):
         return unbroadcast(g, ctx.in_shape)
+
+    jvp = staticmethod(linear)
 
 
 def broadcast_to(x, shape):

@@ -16,6 +16,7 @@ of Wo-long snippets, and conv2d's matmul result (O, Ho*Wo*N) is NCHW after one f
 from .base import Op
 from .errors import ShapeError
 from .join import constant_pad, interior
+from .tangents import linear
 
 NO_DILATION = (1, 1)
 
@@ -100,7 +101,8 @@ def fold_windows(xp, windows, in_shape, stride, padding, dilation=NO_DILATION):
 
 class Unfold(Op):
     """im2col: the windows of zero-padded x, shape (C, kh, kw, Ho, Wo, N) (a view);
-    dx = Fold(g), the sum of each window's gradient back at the positions it read."""
+    dx = Fold(g), the sum of each window's gradient back at the positions it read.
+    jvp: dy = the windows of dx."""
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation=NO_DILATION):
@@ -112,10 +114,13 @@ class Unfold(Op):
         return Fold.apply(g, in_shape=ctx.in_shape, stride=ctx.stride, padding=ctx.padding,
                           dilation=ctx.dilation)
 
+    jvp = staticmethod(linear)
+
 
 class Fold(Op):
     """col2im: window entries (C, kh, kw, Ho, Wo, N) summed back into an (N, C, H, W) input;
-    dwindows = Unfold(g), since each entry was a plain copy of the position it is added to."""
+    dwindows = Unfold(g), since each entry was a plain copy of the position it is added to.
+    jvp: dy = Fold(dwindows)."""
 
     @staticmethod
     def forward(ctx, windows, in_shape, stride, padding, dilation=NO_DILATION):
@@ -127,3 +132,5 @@ class Fold(Op):
     def backward(ctx, g):
         return Unfold.apply(g, kernel=ctx.kernel, stride=ctx.stride, padding=ctx.padding,
                             dilation=ctx.dilation)
+
+    jvp = staticmethod(linear)
