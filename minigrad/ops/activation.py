@@ -21,6 +21,7 @@ _GELU_CUBIC = 0.044715
 
 class Softmax(Op):
     """y = exp(x - logsumexp(x)) along `axis`;  dx = y * (g - sum(g * y))."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -46,6 +47,7 @@ def softmax(x, dim=None, *, axis=None):
 
 class LeakyRelu(Op):
     """x if x > 0 else slope * x;  dx = g where x > 0, slope * g elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, negative_slope):
@@ -64,6 +66,7 @@ def leaky_relu(x, negative_slope=0.01):
 
 class Elu(Op):
     """x if x > 0 else alpha * (exp(x) - 1);  dx = g where x > 0, g * alpha * exp(x) elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, alpha):
@@ -87,6 +90,7 @@ def elu(x, alpha=1.0):
 class Softplus(Op):
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold;
     dx = g * sigmoid(beta x) (g on the linear part)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, beta, threshold):
@@ -110,6 +114,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 class Hardtanh(Op):
     """min(max(x, min_val), max_val);  dx = g where min_val < x < max_val, 0 elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, min_val, max_val):
@@ -136,6 +141,7 @@ def relu6(x):
 
 class Silu(Op):
     """x * sigmoid(x);  dx = g * s * (1 + x (1 - s)), s = sigmoid(x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -156,6 +162,7 @@ def silu(x):
 
 class Mish(Op):
     """x * tanh(softplus(x));  dx = g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x))."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -179,6 +186,7 @@ class Gelu(Op):
     """Exact: x * Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;  dx = g * (Phi(x) + x * phi(x)),
     phi(x) = exp(-x^2 / 2) / sqrt(2 pi). approximate="tanh": x/2 * (1 + tanh(u)),
     u = sqrt(2/pi) (x + 0.044715 x^3);  dx = g * ((1 + t) / 2 + x/2 (1 - t^2) du/dx)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, approximate):

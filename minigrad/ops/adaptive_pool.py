@@ -64,6 +64,7 @@ def _window_indices(xp, n, out):
 class AdaptiveMaxPool2d(Op):
     """max over each adaptive window, and where it is (h * W + w in its plane, int64);
     dx = g at the window's first maximal element (a scatter: IndexAdd)."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, size):

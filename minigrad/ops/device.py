@@ -5,6 +5,7 @@ from .base import Op
 
 class ToDevice(Op):
     """x copied to `device` ("cpu" | "cuda");  dx = g copied back to x's device."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, device):

@@ -20,6 +20,13 @@ class Einsum(Op):
     """out = einsum(inputs -> output) of the operands (explicit subscripts, one letter per axis);
     d operand_k = einsum(output and the other inputs -> inputs[k]) of g and the other operands."""
 
+    @classmethod
+    def batching(cls, size, batched, *operands, inputs, output):
+        """A letter of its own for the batch, in front of the batched operands and the output."""
+        letter = next(c for c in string.ascii_letters if c not in "".join(inputs) + output)
+        return cls.apply(*operands, output=letter + output, inputs=tuple(
+            [letter + s if b else s for s, b in zip(inputs, batched, strict=True)]))
+
     @staticmethod
     def forward(ctx, *operands, inputs, output):
         ctx.inputs, ctx.output = inputs, output

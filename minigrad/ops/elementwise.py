@@ -42,6 +42,7 @@ class Add(Op):
     """a + b;  da = g, db = g."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -61,6 +62,7 @@ class Sub(Op):
     """a - b;  da = g, db = -g."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -91,6 +93,7 @@ class Mul(Op):
     """a * b;  da = g * b, db = g * a."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -112,6 +115,7 @@ class Div(Op):
     """a / b;  da = g / b, db = -g * a / b^2."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -135,6 +139,7 @@ class Neg(Op):
     """-a;  da = -g."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -155,6 +160,7 @@ class Pow(Op):
     """a ** p for a constant number p;  da = g * p * a^(p-1) (0 for p = 0, even at a = 0)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, exponent):
@@ -175,6 +181,7 @@ class PowTensor(Op):
     """a ** t elementwise, for tensors a and t (NumPy's power: (-2) ** 2 = 4, 0 ** 0 = 1);
     da = g * t * a^(t-1), 0 where t = 0;  dt = g * a^t * log(a), 0 where a = 0 and t >= 0
     (PyTorch's rules: the limits that keep both gradients finite at a zero base)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, t):
@@ -228,6 +235,7 @@ class Exp(Op):
     """exp(a);  da = g * exp(a)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -249,6 +257,7 @@ class Log(Op):
     """log(a);  da = g / a."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -269,6 +278,7 @@ class Sqrt(Op):
     """sqrt(a);  da = g / (2 sqrt(a))."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -290,6 +300,7 @@ class Maximum(Op):
     """max(a, b) elementwise;  da = g where a > b, db = g where b > a, g / 2 each on ties
     (PyTorch's rule; a NaN input gets g). A select, so an inf or NaN in g never reaches an
     input that was not chosen."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -311,6 +322,7 @@ def maximum(a, b):
 class Minimum(Op):
     """min(a, b) elementwise;  da = g where a < b, db = g where b < a, g / 2 each on ties
     (as Maximum, mirrored)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -336,6 +348,7 @@ class Relu(Op):
     than mask and AND together)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -356,6 +369,7 @@ class Keep(Op):
     """g where `mask` (from backends.select) is set, +0 elsewhere, g broadcast to the mask's
     shape: the select that gradients of piecewise functions use;
     dg = gg kept the same way, summed back to g's shape."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, g, mask):
@@ -370,6 +384,7 @@ class Keep(Op):
 class Abs(Op):
     """|a|;  da = g * sign(a) (0 at a = 0 and at NaN, as PyTorch's sgn: a product, so an inf g
     at 0 gives NaN there, as in PyTorch)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -389,6 +404,7 @@ def abs(a):
 class Clamp(Op):
     """a limited to [low, high] (either may be None);  da = g where low <= a <= high (the
     bounds included, as in PyTorch), 0 elsewhere and at NaN."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, low=None, high=None):
@@ -418,6 +434,7 @@ class Tanh(Op):
     """tanh(a);  da = g * (1 - tanh(a)^2)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -440,6 +457,7 @@ class Sigmoid(Op):
     da = g * s * (1 - s)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -462,6 +480,7 @@ def sigmoid(a):
 class Where(Op):
     """condition ? a : b (condition is a boolean tensor);  da = g where condition,
     db = g elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, condition, a, b):
@@ -483,19 +502,20 @@ def where(condition, a, b):
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("where: a or b must be a Tensor")
     like = a if isinstance(a, Tensor) else b
-    if isinstance(condition, Tensor):
-        condition = condition.array
-    condition = like.backend.asarray(condition)
+    if not (isinstance(condition, Tensor) and condition.backend is like.backend):
+        condition = Tensor.from_array(like.backend.asarray(
+            condition.array if isinstance(condition, Tensor) else condition), like.backend)
     if condition.dtype.kind != "b":
         raise DTypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
                          f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
-    return Where.apply(Tensor.from_array(condition, like.backend), *promote("where", a, b))
+    return Where.apply(condition, *promote("where", a, b))
 
 
 class Cast(Op):
     """a converted to `dtype`; the gradient is converted back to a's dtype."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, dtype):

@@ -12,6 +12,7 @@ LN2, LN10 = math.log(2.0), math.log(10.0)
 
 class Log2(Op):
     """log2(x);  dx = g / (x ln 2)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -26,6 +27,7 @@ class Log2(Op):
 
 class Log10(Op):
     """log10(x);  dx = g / (x ln 10)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -40,6 +42,7 @@ class Log10(Op):
 
 class Log1p(Op):
     """log(1 + x), accurate for small x;  dx = g / (1 + x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -54,6 +57,7 @@ class Log1p(Op):
 
 class Expm1(Op):
     """exp(x) - 1, accurate for small x;  dx = g * (out + 1)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -69,6 +73,7 @@ class Expm1(Op):
 
 class Rsqrt(Op):
     """1 / sqrt(x);  dx = -g * out^3 / 2."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -84,6 +89,7 @@ class Rsqrt(Op):
 
 class Reciprocal(Op):
     """1 / x;  dx = -g * out^2."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):

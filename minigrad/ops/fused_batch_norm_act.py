@@ -34,6 +34,7 @@ from .base import Op
 from .fused_batch_norm import (
     batch_norm_checked,
     channel_view_shape,
+    channels_per_example,
     check_batch_norm,
     check_statistics_pair,
     vectors_like,
@@ -70,6 +71,10 @@ class FusedBatchNormAct(Op):
     dgamma = sum(dy * xhat),  dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
     (inference: dx = gamma * rstd * dy); see the module docstring. The arguments are checked by
     `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`)."""
+
+    @classmethod
+    def batching(cls, size, batched, *inputs, **attrs):
+        return channels_per_example(cls, size, batched, inputs, attrs)
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):

@@ -31,6 +31,7 @@ def _check_same_shapes(op, arrays, skip_axis=None):
 
 class Concatenate(Op):
     """Inputs joined along an existing `axis`;  d(input k) = g sliced at input k's rows."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -55,6 +56,7 @@ class Concatenate(Op):
 
 class Stack(Op):
     """Inputs of one shape joined along a new `axis`;  d(input k) = g[..., k, ...]."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -111,6 +113,11 @@ def interior(pairs, shape):
 
 class Pad(Op):
     """x padded with a constant (NumPy's mode="constant");  dx = g with the border cut off."""
+
+    @classmethod
+    def batching(cls, size, batched, x, pad_width, value=0.0):
+        pairs = ((0, 0),) + pad_pairs("pad", pad_width, x.ndim - 1)
+        return cls.apply(x, pad_width=pairs, value=value)
 
     @staticmethod
     def forward(ctx, x, pad_width, value=0.0):

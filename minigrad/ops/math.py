@@ -12,6 +12,7 @@ from .reduction import sum as sum_
 
 class Sin(Op):
     """sin(x);  dx = g * cos(x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -30,6 +31,7 @@ def sin(x):
 
 class Cos(Op):
     """cos(x);  dx = -g * sin(x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -49,6 +51,7 @@ def cos(x):
 class _Step(Op):
     """A piecewise-constant function: its derivative is 0 wherever it exists (PyTorch's
     gradient for sign, floor, ceil and round)."""
+    batching = "elementwise"
 
     @staticmethod
     def backward(ctx, g):
@@ -111,6 +114,7 @@ def _scan_axis(op, x, dim):
 
 class Cumsum(Op):
     """y_j = sum_{k <= j} x_k along `axis`;  dx_i = sum_{j >= i} g_j (a reversed cumsum)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -129,6 +133,7 @@ def cumsum(x, dim):
 class Cumprod(Op):
     """y_j = prod_{k <= j} x_k along `axis`;  dx_i = e_i * r_i with e_i = prod_{k < i} x_k and
     r_i = g_i + x_{i+1} r_{i+1} (so zeros in x need no division)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -161,6 +166,7 @@ def cumprod(x, dim):
 class Remainder(Op):
     """a - floor(a / b) * b, with the sign of b (Python's % and PyTorch's remainder);
     da = g, db = -g * floor(a / b)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -183,6 +189,7 @@ def remainder(a, b):
 class VectorNorm2(Op):
     """sqrt(sum x^2) over `axes`;  dx = g * x / norm, and 0 where the norm is 0 (PyTorch's
     subgradient)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axes, keepdims):
@@ -205,6 +212,7 @@ class VectorNorm2(Op):
 class VectorNorm(Op):
     """(sum |x|^p)^(1/p) over `axes`, for a number p > 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
     and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, p, axes, keepdims):

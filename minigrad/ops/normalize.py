@@ -41,6 +41,7 @@ class Normalize(Op):
                                       dvar = -sum(g * (x - mean)) * rstd^3 / 2
     (sums over the axes each statistic broadcasts along). Takes its arguments as `normalize`
     has checked them: `axes` a sorted tuple of non-negative axes."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, mean=None, var=None, *, axes, eps):

@@ -17,6 +17,7 @@ TopkResult = collections.namedtuple("topk", ["values", "indices"])
 class TakeAlongAxis(Op):
     """out = x gathered at integer `indices` along `axis` (numpy.take_along_axis);
     dx = g scattered back, summed where an index repeats (PutAlongAxis)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, indices, axis):
@@ -30,6 +31,7 @@ class TakeAlongAxis(Op):
 
 class PutAlongAxis(Op):
     """zeros(shape) with g added at integer `indices` along `axis`;  dg = gg gathered there."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, g, shape, indices, axis):

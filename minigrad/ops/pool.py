@@ -108,6 +108,7 @@ def _flat_indices(xp, mask, in_shape, stride, sides, dilation):
 class MaxPool2d(Op):
     """max over each window (and, with return_indices, where it is);
     dx = g at the window's first maximal element, 0 elsewhere."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, dilation=NO_DILATION,
@@ -153,6 +154,7 @@ def _divisor(ctx, x, kernel, stride, count_include_pad, divisor_override, out_sh
 class AvgPool2d(Op):
     """sum over each window / its count (see the module doc);
     dx = g / count at every element of the window."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, count_include_pad=True,

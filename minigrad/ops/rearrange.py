@@ -18,6 +18,7 @@ def _axes(op, dims, ndim):
 
 class Flip(Op):
     """x reversed along `axes`;  dx = g reversed along the same axes."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axes):
@@ -36,6 +37,13 @@ def flip(x, dims):
 class Roll(Op):
     """x shifted cyclically by `shifts` along `axes` (the flattened x when axes is None);
     dx = g rolled back by -shifts."""
+
+    @classmethod
+    def batching(cls, size, batched, x, shifts, axes):
+        """Without axes each example is rolled flat: the batch rows of (B, -1)."""
+        if axes is None:
+            return cls.apply(x.reshape((size, -1)), shifts=shifts, axes=(1,)).reshape(x.shape)
+        return cls.apply(x, shifts=shifts, axes=tuple([a + 1 if a >= 0 else a for a in axes]))
 
     @staticmethod
     def forward(ctx, x, shifts, axes):
@@ -71,6 +79,7 @@ def _diagonal_index(xp, shape, offset):
 class Diagonal(Op):
     """The diagonal `offset` of the plane (axis1, axis2), as a new last axis (NumPy's and
     PyTorch's layout);  dx = zeros with g written back on that diagonal (DiagonalScatter)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, offset, axis1, axis2):
@@ -86,6 +95,7 @@ class Diagonal(Op):
 class DiagonalScatter(Op):
     """zeros(shape) with g on the diagonal `offset` of the plane (axis1, axis2);
     dg = diagonal(gg)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, g, shape, offset, axis1, axis2):
@@ -112,6 +122,7 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 
 class Clone(Op):
     """A copy of x with its own memory;  dx = g."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):

@@ -51,6 +51,7 @@ class Sum(Op):
     as in PyTorch; the sum of nothing is 0."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -72,6 +73,7 @@ class Mean(Op):
     """mean(x, axis) = sum / n;  dx = g / n broadcast. The mean of nothing is NaN."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -117,6 +119,7 @@ def _extremum_backward(ctx, g):
 
 class Max(Op):
     """max(x, axis) (torch.amax);  dx = g / (number of maxima) at the maxima, 0 elsewhere."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -128,6 +131,7 @@ class Max(Op):
 class Min(Op):
     """min(x, axis) (torch.amin), its own reduction (exact for unsigned ints and bools);
     dx = g / (number of minima) at the minima, 0 elsewhere."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -200,6 +204,7 @@ class Var(Op):
     formula with 2 / (n - correction) (inf for n = correction)."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False, correction=1):
@@ -267,6 +272,7 @@ def _variance(op, x, dim, keepdim, unbiased, correction, axis, keepdims):
 class Prod(Op):
     """prod(x, axis);  dx_i = g * prod_{j != i} x_j: g * prod / x_i when no x is 0, else the
     product of the others multiplied out (exact, and differentiable again, at zeros)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -310,6 +316,7 @@ def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 class LogSumExp(Op):
     """y = log sum exp(x) over axis, computed as m + log sum exp(x - m) with m the max, so no
     exp overflows;  dx = g * exp(x - y) (softmax)."""
+    batching = "axes"
 
     @classmethod
     def name(cls):

@@ -22,6 +22,7 @@ class Scatter(Op):
     """x with src written at `indices` along `axis` (out[index[i][j]][j] = src[i][j] for axis 0;
     where an index repeats, one write wins, as in PyTorch);
     dx = g with 0 at the written places, dsrc = g gathered at the indices."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, src, indices, axis):

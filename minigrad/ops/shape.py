@@ -9,6 +9,7 @@ class Reshape(Op):
     """x viewed with a new shape (-1 allowed once);  dx = g reshaped back."""
 
     array_backward = True
+    batching = "shape"
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -31,6 +32,12 @@ def reshape(x, shape):
 class Transpose(Op):
     """x with its axes permuted (reversed when `axes` is None);  dx = g with the inverse
     permutation."""
+
+    @classmethod
+    def batching(cls, size, batched, x, axes=None):
+        rank = x.ndim - 1
+        axes = tuple(reversed(range(rank))) if axes is None else axes
+        return cls.apply(x, axes=(0,) + tuple([a % rank + 1 for a in axes]))
 
     @staticmethod
     def forward(ctx, x, axes=None):
@@ -58,6 +65,7 @@ permute = transpose
 
 class BroadcastTo(Op):
     """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes."""
+    batching = "shape"
 
     @staticmethod
     def forward(ctx, x, shape):
