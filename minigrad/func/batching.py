@@ -23,8 +23,9 @@ Every rule calls the op itself, so every op stays written once, against `xp`.
                    off the outputs again; the other inputs unbatched (pooling, conv with an
                    unbatched weight)
 """
-from ..batched import BatchedTensor, state
+from ..batched import BatchedTensor
 from ..ops.batch_axes import merged, padded, split_leading, stretched
+from ..vmap_levels import state
 
 AXIS_ATTRS = ("axis", "axes", "axis1", "axis2")
 

@@ -6,8 +6,9 @@ batches. A vjp function called later inside a further vmap (jacrev's) gets cotan
 at that newer level too: `exposed` keeps the newer levels and makes the old ones axes, and
 `hidden` undoes it for the gradients.
 """
-from ..batched import BatchedTensor, batch_sizes, levels, unwrapped, wrapped
+from ..batched import BatchedTensor, unwrapped, wrapped
 from ..ops.shape import broadcast_to
+from ..vmap_levels import batch_sizes, levels
 from .vmap import moved
 
 

@@ -7,7 +7,7 @@ says. No Python loop runs over the examples.
 """
 import functools
 
-from .. import batched as levels
+from .. import vmap_levels as levels
 from ..batched import BatchedTensor
 from ..ops.batch_axes import stretched
 from ..ops.join import concatenate

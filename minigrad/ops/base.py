@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, batched, grad_mode, version
+from .. import autograd, grad_mode, version, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -132,8 +132,8 @@ class Op:
         arrays (on the CPU), and an output that views an input's memory shares its version
         counter. This runs for every op, so it is written as plain loops with few calls.
         """
-        if batched.state.dispatch is not None:   # inside vmap: a batched call takes the op's rule
-            result = batched.state.dispatch(cls, inputs, attrs)
+        if vmap_levels.state.dispatch is not None:   # inside vmap: a batched call takes its rule
+            result = vmap_levels.state.dispatch(cls, inputs, attrs)
             if result is not NotImplemented:
                 return result
         inputs, backend, wants_grad, arrays = _unwrapped(cls, inputs)

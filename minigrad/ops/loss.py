@@ -14,9 +14,10 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
-from ..batched import BatchedTensor, batch_sizes
+from ..batched import BatchedTensor
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
+from ..vmap_levels import batch_sizes
 from . import either
 from .base import Op
 from .batch_axes import merged, split_leading, stretched
