@@ -9,6 +9,7 @@ from . import (
                        cuda,
                        data,
                        distributed,
+                       func,
                        nn,
                        onnx,
                        ops,
@@ -89,6 +90,7 @@ from .random import (
 from .serialization import CheckpointError, load, save
 from .tensor import Tensor
 
+autograd.functional = func.functional   # mg.autograd.functional, as in PyTorch
 tensor_methods.attach()   # Tensor's operators and methods, now that the ops exist
 cpu_settings.apply_default_threads()   # one BLAS thread unless the environment says otherwise
 

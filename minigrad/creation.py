@@ -10,10 +10,12 @@ import numbers
 import numpy
 
 from .backends import get_backend
+from .batched import wrapped
 from .dtypes import as_dtype, get_default_dtype
 from .random import numpy_generator
 from .shapes import check_sizes
 from .tensor import Tensor, as_tensor, from_data, legacy_tensor, shape_from_args
+from .vmap_levels import batch_sizes, random_levels
 
 
 def tensor(data, requires_grad=False, dtype=None, device=None):
@@ -82,7 +84,10 @@ def _random(op, draw, shape, dtype, device, requires_grad):
     dtype = as_dtype(dtype) or get_default_dtype()
     if dtype.kind != "f":
         raise TypeError(f"{op}: samples need a floating-point dtype, not {dtype}")
-    return _from_samples(draw(_shape(op, shape)), dtype, device, requires_grad)
+    at = random_levels(op, batchable=True)   # inside vmap with randomness='different'
+    samples = _from_samples(draw(batch_sizes(at) + _shape(op, shape)), dtype, device,
+                            requires_grad)
+    return wrapped(samples, at)
 
 
 def _from_samples(samples, dtype, device, requires_grad):
@@ -94,13 +99,13 @@ def _from_samples(samples, dtype, device, requires_grad):
 
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (drawn on the CPU from `generator`)."""
-    draw = numpy_generator(generator, "randn").standard_normal
+    draw = numpy_generator(generator, "randn", batchable=True).standard_normal
     return _random("randn", draw, shape, dtype, device, requires_grad)
 
 
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (drawn on the CPU from `generator`)."""
-    draw = numpy_generator(generator, "rand").random
+    draw = numpy_generator(generator, "rand", batchable=True).random
     return _random("rand", draw, shape, dtype, device, requires_grad)
 
 
@@ -182,7 +187,7 @@ def bernoulli(input, p=None, generator=None):
 
 def normal(mean, std, size, generator=None, dtype=None, device=None, requires_grad=False):
     """Samples of N(mean, std^2) (numbers) of shape `size`."""
-    draw = numpy_generator(generator, "normal").normal
+    draw = numpy_generator(generator, "normal", batchable=True).normal
     return _random("normal", lambda shape: draw(mean, std, shape), (size,), dtype, device,
                    requires_grad)
 

@@ -19,6 +19,7 @@ import copy
 import numpy
 
 from .backends import get_backend
+from .vmap_levels import random_levels
 
 DEFAULT_SEED = 67280421310721   # torch.Generator().initial_seed()
 _SEEDS = 1 << 64                # seeds are taken modulo 2**64, as in PyTorch
@@ -129,9 +130,11 @@ def set_rng_state(new_state):
     default_generator._stream = generator_from_state(new_state, "set_rng_state")
 
 
-def numpy_generator(generator, op):
+def numpy_generator(generator, op, batchable=False):
     """The NumPy generator to draw from for `op(..., generator=generator)`: the default
-    generator's for None, a CPU `Generator`'s stream, or a NumPy Generator as it is."""
+    generator's for None, a CPU `Generator`'s stream, or a NumPy Generator as it is. Inside
+    vmap a draw follows its randomness= (`random_levels`; `batchable`: `op` draws a batch)."""
+    random_levels(op, batchable)
     if generator is None:
         return default_generator._stream
     if isinstance(generator, numpy.random.Generator):

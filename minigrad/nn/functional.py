@@ -7,6 +7,7 @@ import math
 import numpy
 
 from .. import creation, ops
+from ..batched import wrapped
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -28,6 +29,7 @@ from ..ops.errors import DTypeError, ShapeError
 from ..ops.fused_batch_norm import affine_channels, channel_view_shape, check_batch_norm
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
+from ..vmap_levels import batch_sizes, random_levels
 from . import batch_norm_core
 from .batch_norm_core import update_running_stats, values_per_statistic
 from .interpolation import interpolate  # noqa: F401
@@ -129,11 +131,13 @@ def _dropout(op, input, p, training, mask_shape):
     if not training or p == 0.0:
         return input
     backend = input.backend
-    keep = device_generator(backend).random(mask_shape, dtype=numpy.float32) >= p
+    at = random_levels(op, batchable=True)   # inside vmap with randomness='different'
+    keep = device_generator(backend).random(batch_sizes(at) + tuple(mask_shape),
+                                            dtype=numpy.float32) >= p
     mask = keep.astype(input.dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)
-    return ops.mul(input, Tensor.from_array(mask, backend))
+    return ops.mul(input, wrapped(Tensor.from_array(mask, backend), at))
 
 
 def log_softmax(input, dim=-1):

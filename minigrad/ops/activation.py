@@ -22,6 +22,7 @@ _GELU_CUBIC = 0.044715
 class Softmax(Op):
     """y = exp(x - logsumexp(x)) along `axis`;  dx = y * (g - sum(g * y)).
     jvp: dy = y * (dx - sum(dx * y)) (the Jacobian diag(y) - y y^T is symmetric)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -50,6 +51,7 @@ def softmax(x, dim=None, *, axis=None):
 class LeakyRelu(Op):
     """x if x > 0 else slope * x;  dx = g where x > 0, slope * g elsewhere.
     jvp: dy = dx where x > 0, slope * dx elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, negative_slope):
@@ -71,6 +73,7 @@ def leaky_relu(x, negative_slope=0.01):
 class Elu(Op):
     """x if x > 0 else alpha * (exp(x) - 1);  dx = g where x > 0, g * alpha * exp(x) elsewhere.
     jvp: dy = dx where x > 0, dx * alpha * exp(x) elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, alpha):
@@ -97,6 +100,7 @@ class Softplus(Op):
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold;
     dx = g * sigmoid(beta x) (g on the linear part).
     jvp: dy = dx * sigmoid(beta x) (dx on the linear part)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, beta, threshold):
@@ -123,6 +127,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 class Hardtanh(Op):
     """min(max(x, min_val), max_val);  dx = g where min_val < x < max_val, 0 elsewhere.
     jvp: dy = dx where min_val < x < max_val, 0 elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, min_val, max_val):
@@ -152,6 +157,7 @@ def relu6(x):
 class Silu(Op):
     """x * sigmoid(x);  dx = g * s * (1 + x (1 - s)), s = sigmoid(x).
     jvp: dy = dx * s * (1 + x (1 - s))."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -175,6 +181,7 @@ def silu(x):
 class Mish(Op):
     """x * tanh(softplus(x));  dx = g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
     jvp: dy = dx * (t + x * sigmoid(x) * (1 - t^2))."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -201,6 +208,7 @@ class Gelu(Op):
     phi(x) = exp(-x^2 / 2) / sqrt(2 pi). approximate="tanh": x/2 * (1 + tanh(u)),
     u = sqrt(2/pi) (x + 0.044715 x^3);  dx = g * ((1 + t) / 2 + x/2 (1 - t^2) du/dx).
     jvp: dy = dx * (Phi(x) + x * phi(x)) (tanh: the same factor as backward's)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, approximate):

@@ -65,6 +65,7 @@ class AdaptiveMaxPool2d(Op):
     """max over each adaptive window, and where it is (h * W + w in its plane, int64);
     dx = g at the window's first maximal element (a scatter: IndexAdd).
     jvp: dy = dx at the window's first maximal element."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, size):

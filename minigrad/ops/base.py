@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, forward_ad, grad_mode, version
+from .. import autograd, forward_ad, grad_mode, version, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -96,6 +96,7 @@ class Op:
 
     read_only_inputs = True   # see __init_subclass__
     array_backward = False    # see above; tests/test_array_backward.py holds each to the bit
+    batching = None           # the op's batching rule for vmap (minigrad/func/batching.py)
 
     def __init_subclass__(cls, **kwargs):
         """Ops defined outside minigrad get read-only views of their inputs in forward (on the
@@ -131,6 +132,10 @@ class Op:
         arrays (on the CPU), and an output that views an input's memory shares its version
         counter. This runs for every op, so it is written as plain loops with few calls.
         """
+        if vmap_levels.state.dispatch is not None:   # inside vmap: a batched call takes its rule
+            result = vmap_levels.state.dispatch(cls, inputs, attrs)
+            if result is not NotImplemented:
+                return result
         inputs, backend, wants_grad, arrays = _unwrapped(cls, inputs)
         recording = wants_grad and grad_mode._state.grad_enabled
         needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording

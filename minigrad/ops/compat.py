@@ -51,6 +51,7 @@ def masked_fill(x, mask, value):
 class FloorDivide(Op):
     """floor(a / b), rounded toward -inf as Python's //;  no derivative: PyTorch defines none,
     so backward is an error rather than a silent zero."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):

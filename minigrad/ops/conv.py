@@ -28,6 +28,7 @@ channels-first layout without reordering it.
 """
 from ..tensor import Tensor
 from .base import Op
+from .batch_axes import merged, split_leading, stretched
 from .errors import ShapeError
 from .tangents import product_rule, total
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
@@ -85,6 +86,22 @@ class Conv2d(Op):
     out = W @ unfold(x) + b,  dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g),  db = sum(g).
     jvp: dy = conv2d(dx, w) + conv2d(x, dw) + db."""
 
+    @classmethod
+    def batching(cls, size, batched, x, weight, bias, **geometry):
+        """An unbatched weight and bias: the batch's samples as one batch. A weight per example:
+        one grouped convolution, example b's channels forming group b (of B * groups)."""
+        if not batched[1] and not batched[2]:
+            return split_leading(cls.apply(merged(x), weight, bias, **geometry), size)
+        x = x if batched[0] else stretched(x, size)
+        weight = weight if batched[1] else stretched(weight, size)
+        n, outputs = x.shape[1], weight.shape[1]
+        x = x.permute(1, 0, 2, 3, 4).reshape((n, -1) + tuple(x.shape[3:]))
+        if bias is not None:
+            bias = (bias if batched[2] else stretched(bias, size)).reshape((-1,))
+        y = cls.apply(x, weight.reshape((-1,) + tuple(weight.shape[2:])), bias,
+                      **{**geometry, "groups": size * geometry.get("groups", 1)})
+        return y.reshape((n, size, outputs) + tuple(y.shape[2:])).permute(1, 0, 2, 3, 4)
+
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
         check_conv("conv2d", x, weight, bias, groups, lambda w: w.shape[1] * groups)
@@ -118,6 +135,7 @@ class ConvTranspose2d(Op):
     -> (N, O, *size), the adjoint of conv2d with that weight;
     out = fold(W^T @ y) + b,  dy = Conv2d(g, W),  dW = Conv2dWeight(g, y),  db = sum(g).
     jvp: dy = conv_transpose2d(dy_in, w) + conv_transpose2d(y, dw) + db."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, y, weight, bias, *, size, stride, padding, dilation=NO_DILATION, groups=1):
@@ -189,6 +207,7 @@ class EmptyBatchConv2d(Op):
     """conv2d of an empty batch (N = 0), as in PyTorch: a (0, O, Ho, Wo) output;
     dx is empty, dweight = 0 (a sum of no products), dbias = g summed, also 0.
     jvp: dy = an empty tangent."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):

@@ -7,6 +7,7 @@ from .tangents import linear
 class ToDevice(Op):
     """x copied to `device` ("cpu" | "cuda");  dx = g copied back to x's device.
     jvp: dy = dx copied to `device`."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x, device):

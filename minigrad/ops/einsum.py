@@ -22,6 +22,13 @@ class Einsum(Op):
     d operand_k = einsum(output and the other inputs -> inputs[k]) of g and the other operands.
     jvp: dy = sum over k of the einsum with operand k replaced by its tangent."""
 
+    @classmethod
+    def batching(cls, size, batched, *operands, inputs, output):
+        """A letter of its own for the batch, in front of the batched operands and the output."""
+        letter = next(c for c in string.ascii_letters if c not in "".join(inputs) + output)
+        return cls.apply(*operands, output=letter + output, inputs=tuple(
+            [letter + s if b else s for s, b in zip(inputs, batched, strict=True)]))
+
     @staticmethod
     def forward(ctx, *operands, inputs, output):
         ctx.inputs, ctx.output = inputs, output

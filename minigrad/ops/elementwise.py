@@ -44,6 +44,7 @@ class Add(Op):
     jvp: dy = da + db."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -68,6 +69,7 @@ class Sub(Op):
     jvp: dy = da - db."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -103,6 +105,7 @@ class Mul(Op):
     jvp: dy = da * b + a * db."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -127,6 +130,7 @@ class Div(Op):
     jvp: dy = (da - y * db) / b."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -156,6 +160,7 @@ class Neg(Op):
     jvp: dy = -da."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -179,6 +184,7 @@ class Pow(Op):
     jvp: dy = p * a^(p-1) * da."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, exponent):
@@ -202,6 +208,7 @@ class PowTensor(Op):
     da = g * t * a^(t-1), 0 where t = 0;  dt = g * a^t * log(a), 0 where a = 0 and t >= 0
     (PyTorch's rules: the limits that keep both gradients finite at a zero base).
     jvp: dy = t * a^(t-1) * da + a^t * log(a) * dt (the same zeros)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, t):
@@ -265,6 +272,7 @@ class Exp(Op):
     jvp: dy = da * exp(a)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -289,6 +297,7 @@ class Log(Op):
     jvp: dy = da / a."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -312,6 +321,7 @@ class Sqrt(Op):
     jvp: dy = da / (2 sqrt(a))."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -336,6 +346,7 @@ class Maximum(Op):
     (PyTorch's rule; a NaN input gets g). A select, so an inf or NaN in g never reaches an
     input that was not chosen.
     jvp: dy = da where a > b, db where b > a, (da + db) / 2 on ties."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -363,6 +374,7 @@ class Minimum(Op):
     """min(a, b) elementwise;  da = g where a < b, db = g where b < a, g / 2 each on ties
     (as Maximum, mirrored).
     jvp: dy = da where a < b, db where b < a, (da + db) / 2 on ties."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -391,6 +403,7 @@ class Relu(Op):
     jvp: dy = da where a > 0 (or NaN), else 0."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -414,6 +427,7 @@ class Keep(Op):
     shape: the select that gradients of piecewise functions use;
     dg = gg kept the same way, summed back to g's shape.
     jvp: dy = dg kept the same way (a linear op)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, g, mask):
@@ -431,6 +445,7 @@ class Abs(Op):
     """|a|;  da = g * sign(a) (0 at a = 0 and at NaN, as PyTorch's sgn: a product, so an inf g
     at 0 gives NaN there, as in PyTorch).
     jvp: dy = da * sign(a)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -453,6 +468,7 @@ class Clamp(Op):
     """a limited to [low, high] (either may be None);  da = g where low <= a <= high (the
     bounds included, as in PyTorch), 0 elsewhere and at NaN.
     jvp: dy = da where low <= a <= high, 0 elsewhere."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, low=None, high=None):
@@ -485,6 +501,7 @@ class Tanh(Op):
     jvp: dy = da * (1 - tanh(a)^2)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -510,6 +527,7 @@ class Sigmoid(Op):
     jvp: dy = da * s * (1 - s)."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -535,6 +553,7 @@ class Where(Op):
     """condition ? a : b (condition is a boolean tensor);  da = g where condition,
     db = g elsewhere.
     jvp: dy = condition ? da : db."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, condition, a, b):
@@ -558,13 +577,13 @@ def where(condition, a, b):
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("where: a or b must be a Tensor")
     like = a if isinstance(a, Tensor) else b
-    if isinstance(condition, Tensor):
-        condition = condition.array
-    condition = like.backend.asarray(condition)
+    if not (isinstance(condition, Tensor) and condition.backend is like.backend):
+        condition = Tensor.from_array(like.backend.asarray(
+            condition.array if isinstance(condition, Tensor) else condition), like.backend)
     if condition.dtype.kind != "b":
         raise DTypeError(f"where: the condition must be boolean, got dtype {condition.dtype} "
                          f"(shape {condition.shape}); compare it first, e.g. where(c != 0, a, b)")
-    return Where.apply(Tensor.from_array(condition, like.backend), *promote("where", a, b))
+    return Where.apply(condition, *promote("where", a, b))
 
 
 class Cast(Op):
@@ -572,6 +591,7 @@ class Cast(Op):
     jvp: dy = da converted to `dtype`."""
 
     array_backward = True
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, dtype):

@@ -13,6 +13,7 @@ LN2, LN10 = math.log(2.0), math.log(10.0)
 class Log2(Op):
     """log2(x);  dx = g / (x ln 2).
     jvp: dy = dx / (x ln 2)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -30,6 +31,7 @@ class Log2(Op):
 class Log10(Op):
     """log10(x);  dx = g / (x ln 10).
     jvp: dy = dx / (x ln 10)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -47,6 +49,7 @@ class Log10(Op):
 class Log1p(Op):
     """log(1 + x), accurate for small x;  dx = g / (1 + x).
     jvp: dy = dx / (1 + x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -64,6 +67,7 @@ class Log1p(Op):
 class Expm1(Op):
     """exp(x) - 1, accurate for small x;  dx = g * (out + 1).
     jvp: dy = dx * (y + 1)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -82,6 +86,7 @@ class Expm1(Op):
 class Rsqrt(Op):
     """1 / sqrt(x);  dx = -g * out^3 / 2.
     jvp: dy = -dx * y^3 / 2."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -100,6 +105,7 @@ class Rsqrt(Op):
 class Reciprocal(Op):
     """1 / x;  dx = -g * out^2.
     jvp: dy = -dx * y^2."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):

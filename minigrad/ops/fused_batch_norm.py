@@ -20,6 +20,7 @@ backward differentiates the composed formula instead, so higher derivatives come
 from .. import autograd
 from ..tensor import Tensor, as_tensor
 from .base import Op
+from .batch_axes import stretched
 from .errors import ShapeError
 from .normalize import Normalize, normalized_tangent
 from .tangents import total
@@ -128,6 +129,26 @@ def composed_batch_norm(x, gamma=None, beta=None, axis=1, eps=1e-5, mean=None, v
     return batch_norm_checked(x, gamma, beta, mean, var, axis=axis, eps=eps, fused=False)
 
 
+def channels_per_example(op, size, batched, inputs, attrs):
+    """Batch norm (`op`: fused, or fused with an activation) of a batch of examples, in one
+    call: the examples' channels side by side as B * C channels, so each example's statistics
+    are its own. x (B, N, C, ...) is read as (N, B * C, ...), the (C,) vectors as (B * C,)."""
+    x, *vectors = inputs
+    x = x if batched[0] else stretched(x, size)
+    axis = attrs["axis"]   # of one example
+    order = tuple(range(1, axis + 1)) + (0,) + tuple(range(axis + 1, x.ndim))
+    channels = x.shape[axis + 1]
+    side_by_side = x.permute(order)
+    side_by_side = side_by_side.reshape(side_by_side.shape[:axis] + (-1,)
+                                        + side_by_side.shape[axis + 2:])
+    vectors = [v if v is None else (v if b else stretched(v, size)).reshape((-1,))
+               for v, b in zip(vectors, batched[1:], strict=True)]
+    y, *statistics = op.apply(side_by_side, *vectors, **attrs)
+    y = y.reshape(y.shape[:axis] + (size, channels) + y.shape[axis + 1:])
+    inverse = tuple(sorted(range(x.ndim), key=order.__getitem__))
+    return (y.permute(inverse),) + tuple([s.reshape((size, channels)) for s in statistics])
+
+
 class FusedBatchNorm(Op):
     """(y, batch_mean, batch_var) = fused_batch_norm(x, gamma, beta, mean, var), each of gamma,
     beta and the pair mean, var possibly None; xhat = (x - mean) * rstd, rstd = 1/sqrt(var+eps),
@@ -139,6 +160,10 @@ class FusedBatchNorm(Op):
     The arguments are checked by the functions that apply it (`check_batch_norm`).
     jvp: dy = gamma * dxhat + xhat * dgamma + dbeta per channel, dxhat normalize's
     tangent (`batch_norm_tangent`)."""
+
+    @classmethod
+    def batching(cls, size, batched, *inputs, **attrs):
+        return channels_per_example(cls, size, batched, inputs, attrs)
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, axis, eps):

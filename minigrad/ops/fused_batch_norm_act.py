@@ -36,6 +36,7 @@ from .fused_batch_norm import (
     batch_norm_checked,
     batch_norm_tangent,
     channel_view_shape,
+    channels_per_example,
     check_batch_norm,
     check_statistics_pair,
     vectors_like,
@@ -74,6 +75,10 @@ class FusedBatchNormAct(Op):
     `fused_batch_norm_act` (`check_batch_norm`, `checked_activation`).
     jvp: dz = act'(z) * dy, dy batch norm's tangent (`batch_norm_tangent`),
     act'(z) = 1 where z > 0, else negative_slope (leaky_relu) or z + alpha (elu)."""
+
+    @classmethod
+    def batching(cls, size, batched, *inputs, **attrs):
+        return channels_per_example(cls, size, batched, inputs, attrs)
 
     @staticmethod
     def forward(ctx, x, gamma, beta, mean, var, *, activation, axis, eps):

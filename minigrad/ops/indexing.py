@@ -19,6 +19,7 @@ out-of-range index, but CuPy's gather wraps it around silently.
 from ..shapes import unbroadcast
 from ..tensor import Tensor
 from .base import Op
+from .batch_axes import padded, stretched
 from .elementwise import where
 from .tangents import linear
 
@@ -120,11 +121,28 @@ def has_arrays(index):
     return any(getattr(p, "dtype", None) is not None for p in index)
 
 
+def batched_index(index):
+    """`index` for a batch of examples: a full slice first, for the batch axis. NumPy moves
+    the axes of advanced indices split apart by a slice to the front, before the batch axis,
+    so vmap refuses those (rare: x[i, :, j] with arrays i and j)."""
+    arrays = [i for i, part in enumerate(index)
+              if getattr(part, "dtype", None) is not None and part.ndim]
+    if arrays and arrays[-1] - arrays[0] + 1 != len(arrays):
+        raise RuntimeError("vmap: getitem with index arrays split apart by other index parts "
+                           "cannot be batched (NumPy would move their axes before the batch "
+                           "axis); index one axis at a time")
+    return type(index)((slice(None),) + tuple(index))
+
+
 class GetItem(Op):
     """x[index];  dx = zeros like x with g added at the indexed places (IndexAdd).
     jvp: dy = dx[index]."""
 
     array_backward = True
+
+    @classmethod
+    def batching(cls, size, batched, x, index, gathers):
+        return cls.apply(x, index=batched_index(index), gathers=gathers)
 
     @classmethod
     def name(cls):
@@ -154,6 +172,11 @@ class IndexAdd(Op):
     dg = gg[index].
     jvp: dy = zeros with dg added at `index`."""
 
+    @classmethod
+    def batching(cls, size, batched, g, shape, index, gathers):
+        return cls.apply(g, shape=(size,) + tuple(shape), index=batched_index(index),
+                         gathers=gathers)
+
     @staticmethod
     def forward(ctx, g, shape, index, gathers):
         ctx.index, ctx.gathers = index, gathers
@@ -175,6 +198,16 @@ class IndexPut(Op):
     """A copy of x with `value` (broadcast) written at `index`;  dx = g with 0 at the written
     places, dvalue = g[index] summed down to value's shape.
     jvp: dy = dx with dvalue written at `index`."""
+
+    @classmethod
+    def batching(cls, size, batched, x, value, index, gathers):
+        """x stretched over the batch when only the value is batched; a batched value padded
+        to the rank of the places it is written to."""
+        if batched[1]:
+            view, rest = split(x.backend.placeholder(tuple(x.shape[batched[0]:]), x.dtype), index)
+            value = padded(value, view[rest].ndim)
+        x = x if batched[0] else stretched(x, size)
+        return cls.apply(x, value, index=batched_index(index), gathers=gathers)
 
     @staticmethod
     def forward(ctx, x, value, index, gathers):

@@ -33,6 +33,7 @@ def _check_same_shapes(op, arrays, skip_axis=None):
 class Concatenate(Op):
     """Inputs joined along an existing `axis`;  d(input k) = g sliced at input k's rows.
     jvp: dy = the tangents concatenated (zeros for those absent)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -60,6 +61,7 @@ class Concatenate(Op):
 class Stack(Op):
     """Inputs of one shape joined along a new `axis`;  d(input k) = g[..., k, ...].
     jvp: dy = the tangents stacked (zeros for those absent)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -119,6 +121,11 @@ def interior(pairs, shape):
 class Pad(Op):
     """x padded with a constant (NumPy's mode="constant");  dx = g with the border cut off.
     jvp: dy = dx padded with zeros."""
+
+    @classmethod
+    def batching(cls, size, batched, x, pad_width, value=0.0):
+        pairs = ((0, 0),) + pad_pairs("pad", pad_width, x.ndim - 1)
+        return cls.apply(x, pad_width=pairs, value=value)
 
     @staticmethod
     def forward(ctx, x, pad_width, value=0.0):

@@ -4,6 +4,7 @@ import math
 from ..shapes import broadcast_clash, unbroadcast
 from ._promotion import check_same_dtype
 from .base import Op
+from .batch_axes import padded, stretched
 from .errors import ShapeError
 from .tangents import product_rule
 
@@ -16,6 +17,18 @@ class MatMul(Op):
     jvp: dy = da @ b + a @ db."""
 
     array_backward = True
+
+    @classmethod
+    def batching(cls, size, batched, a, b):
+        """Vectors as matrices, the batched examples padded to one rank: matmul broadcasts
+        the batch axis like any other."""
+        rank_a, rank_b = a.ndim - batched[0], b.ndim - batched[1]
+        a = a.unsqueeze(-2) if rank_a == 1 else a
+        b = b.unsqueeze(-1) if rank_b == 1 else b
+        rank = max(rank_a, rank_b, 2)
+        out = cls.apply(padded(a, rank) if batched[0] else a, padded(b, rank) if batched[1] else b)
+        out = out.squeeze(-1) if rank_b == 1 else out
+        return out.squeeze(-2) if rank_a == 1 else out
 
     @classmethod
     def name(cls):
@@ -69,6 +82,19 @@ class Linear(Op):
     jvp: dy = dx W^T + x dW^T + db."""
 
     array_backward = True
+
+    @classmethod
+    def batching(cls, size, batched, x, weight, bias=None):
+        """An unbatched weight and bias: one linear over the batch's rows. A batched weight (a
+        weight per example, as grad inside vmap makes): x @ weight^T per example, a matmul."""
+        if not batched[1] and not batched[2]:
+            return cls.apply(x, weight, bias)
+        x = x if batched[0] else stretched(x, size)
+        weight = weight if batched[1] else stretched(weight, size)
+        y = MatMul.apply(x.reshape((size, -1, x.shape[-1])), weight.permute(0, 2, 1))
+        if bias is not None:
+            y = y + (bias if batched[2] else stretched(bias, size)).unsqueeze(1)
+        return y.reshape(tuple(x.shape[:-1]) + (weight.shape[1],))
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):

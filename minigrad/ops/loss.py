@@ -14,10 +14,13 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
 from .. import autograd
+from ..batched import BatchedTensor
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
+from ..vmap_levels import batch_sizes
 from . import either
 from .base import Op
+from .batch_axes import merged, split_leading, stretched
 from .elementwise import where
 from .errors import DTypeError, IndexRangeError, ShapeError
 from .tangents import total
@@ -36,6 +39,7 @@ class LogSoftmax(Op):
     jvp: dy = dx - sum(softmax(x) * dx)."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=-1):
@@ -83,6 +87,19 @@ class CrossEntropy(Op):
     log_softmax tangent of dlogits, then reduced as the loss is."""
 
     array_backward = True
+
+    @classmethod
+    def batching(cls, size, batched, logits, q, *, reduction, divisor, ignored=None, **rest):
+        """The batch's rows as one (B * M, C) call with reduction "none", then each example's
+        losses reduced as one call would."""
+        logits, q = [v if b else stretched(v, size) for v, b in zip((logits, q), batched,
+                                                                      strict=True)]
+        ignored = None if ignored is None else logits.backend.xp.tile(ignored, size)
+        losses = split_leading(cls.apply(merged(logits), merged(q), reduction="none",
+                                         divisor=divisor, ignored=ignored, **rest), size)
+        if reduction == "none":
+            return losses
+        return losses.sum(axis=1) / divisor if reduction == "mean" else losses.sum(axis=1)
 
     @staticmethod
     def forward(ctx, logits, q, reduction, divisor, unit_rows=False, masked=False, ignored=None):
@@ -220,11 +237,36 @@ def _kept_rows(op, input, flat, classes, ignore_index):
     return None if not backend.defers_checks and bool(kept.all()) else kept
 
 
+def _per_example(loss, input, target, weight, ignore_index, reduction, **options):
+    """`loss` (cross_entropy or nll_loss) inside vmap with a batched target, whose values the
+    loss reads as arrays to build its target weights: the examples' rows as one call with
+    reduction "none", then each example's losses reduced as one call would ("mean" divides by
+    the weights of the example's rows that are not ignored)."""
+    level = max(t.level for t in (input, target) if isinstance(t, BatchedTensor))
+    size = batch_sizes((level,))[0]
+    x, t = [v.value if isinstance(v, BatchedTensor) and v.level == level else stretched(v, size)
+            for v in (input, target)]
+    rows = x.ndim > 2   # (B, N, C, ...): the examples' rows one after another
+    x, t = (merged(x), merged(t)) if rows else (x, t)
+    losses = loss(x, t, weight, ignore_index=ignore_index, reduction="none", **options)
+    losses = BatchedTensor(split_leading(losses, size) if rows else losses, level)
+    if reduction != "mean":
+        return losses if reduction == "none" else losses.sum()
+    if t.dtype.kind == "f":   # probability targets: the mean over the rows
+        return losses.sum() / (input.numel() // input.shape[0 if input.ndim == 1 else 1])
+    _, q, _, _ = _index_targets(loss.__name__, x, t, weight, ignore_index)
+    kept = Tensor.from_array(q.sum(axis=1).reshape((size, -1)).sum(axis=1), x.backend)
+    return losses.sum() / BatchedTensor(kept, level)
+
+
 def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """Cross-entropy of `input` logits (N, C), (N, C, d1, ...) or (C,) against class indices
     (integer `target` of the input's shape without C) or class probabilities (floating `target`
     of the input's shape), as torch.nn.functional.cross_entropy; see the module docstring."""
+    if isinstance(target, BatchedTensor):
+        return _per_example(cross_entropy, input, target, weight, ignore_index, reduction,
+                            label_smoothing=label_smoothing)
     op = "cross_entropy"
     _check_reduction(op, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -267,6 +309,8 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     at the class indices `target`: loss = -w[t] * input[t], as torch.nn.functional.nll_loss.
     The other classes' entries are selected away, not multiplied by 0, so a -inf there (a
     mask) gives no NaN, and an ignored row no gradient."""
+    if isinstance(target, BatchedTensor):
+        return _per_example(nll_loss, input, target, weight, ignore_index, reduction)
     op = "nll_loss"
     _check_reduction(op, reduction)
     log_probs = _classes_last(op, input)
@@ -289,6 +333,7 @@ class BinaryCrossEntropy(Op):
     dp = g * (p - t) / max(p (1 - p), 1e-12),  dt = g * (max(log(1-p), -100) - max(log p, -100)).
     jvp: dloss = dp * (p - t) / max(p (1 - p), 1e-12)
     + dt * (max(log(1-p), -100) - max(log p, -100))."""
+    batching = "axes"   # (its input and target have one shape)
 
     @staticmethod
     def forward(ctx, p, t):

@@ -14,6 +14,7 @@ from .tangents import linear, total, transposed_backward
 class Sin(Op):
     """sin(x);  dx = g * cos(x).
     jvp: dy = dx * cos(x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -35,6 +36,7 @@ def sin(x):
 class Cos(Op):
     """cos(x);  dx = -g * sin(x).
     jvp: dy = -dx * sin(x)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
@@ -57,6 +59,7 @@ class _Step(Op):
     """A piecewise-constant function: its derivative is 0 wherever it exists (PyTorch's
     gradient for sign, floor, ceil and round).
     jvp: dy = 0."""
+    batching = "elementwise"
 
     @staticmethod
     def backward(ctx, g):
@@ -122,6 +125,7 @@ def _scan_axis(op, x, dim):
 class Cumsum(Op):
     """y_j = sum_{k <= j} x_k along `axis`;  dx_i = sum_{j >= i} g_j (a reversed cumsum).
     jvp: dy = cumsum(dx)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -144,6 +148,7 @@ class Cumprod(Op):
     r_i = g_i + x_{i+1} r_{i+1} (so zeros in x need no division).
     jvp: dy_j = sum_{i <= j} dx_i * prod_{k <= j, k != i} x_k, taken as backward's transpose
     (ops/tangents.py), which is exact at zeros too."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -179,6 +184,7 @@ class Remainder(Op):
     """a - floor(a / b) * b, with the sign of b (Python's % and PyTorch's remainder);
     da = g, db = -g * floor(a / b).
     jvp: dy = da - floor(a / b) * db."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -207,6 +213,7 @@ class VectorNorm2(Op):
     """sqrt(sum x^2) over `axes`;  dx = g * x / norm, and 0 where the norm is 0 (PyTorch's
     subgradient).
     jvp: dy = sum(x * dx) / norm (0 where the norm is 0)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axes, keepdims):
@@ -238,6 +245,7 @@ class VectorNorm(Op):
     """(sum |x|^p)^(1/p) over `axes`, for a number p > 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
     and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient).
     jvp: dy = sum(dx * sign(x) * (|x| / norm)^(p-1)) (0 where x is 0)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, p, axes, keepdims):

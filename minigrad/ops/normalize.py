@@ -45,6 +45,7 @@ class Normalize(Op):
     jvp: dy = rstd * (dx - mean(dx) - y * mean(y * dx))   (training; its
     Jacobian is symmetric, so this is backward's formula), dy = (dx - dmean) * rstd
     - y * rstd^2 * dvar / 2   (inference); `normalized_tangent` derives both."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, mean=None, var=None, *, axes, eps):

@@ -19,6 +19,7 @@ class TakeAlongAxis(Op):
     """out = x gathered at integer `indices` along `axis` (numpy.take_along_axis);
     dx = g scattered back, summed where an index repeats (PutAlongAxis).
     jvp: dy = dx gathered at `indices`."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, indices, axis):
@@ -35,6 +36,7 @@ class TakeAlongAxis(Op):
 class PutAlongAxis(Op):
     """zeros(shape) with g added at integer `indices` along `axis`;  dg = gg gathered there.
     jvp: dy = zeros with dg added at `indices`."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, g, shape, indices, axis):

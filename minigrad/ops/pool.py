@@ -110,6 +110,7 @@ class MaxPool2d(Op):
     """max over each window (and, with return_indices, where it is);
     dx = g at the window's first maximal element, 0 elsewhere.
     jvp: dy = dx at the window's first maximal element."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, dilation=NO_DILATION,
@@ -163,6 +164,7 @@ class AvgPool2d(Op):
     """sum over each window / its count (see the module doc);
     dx = g / count at every element of the window.
     jvp: dy = avg_pool2d(dx)."""
+    batching = "leading"
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, ceil_mode=False, count_include_pad=True,

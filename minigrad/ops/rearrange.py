@@ -20,6 +20,7 @@ def _axes(op, dims, ndim):
 class Flip(Op):
     """x reversed along `axes`;  dx = g reversed along the same axes.
     jvp: dy = dx flipped."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axes):
@@ -41,6 +42,13 @@ class Roll(Op):
     """x shifted cyclically by `shifts` along `axes` (the flattened x when axes is None);
     dx = g rolled back by -shifts.
     jvp: dy = dx rolled."""
+
+    @classmethod
+    def batching(cls, size, batched, x, shifts, axes):
+        """Without axes each example is rolled flat: the batch rows of (B, -1)."""
+        if axes is None:
+            return cls.apply(x.reshape((size, -1)), shifts=shifts, axes=(1,)).reshape(x.shape)
+        return cls.apply(x, shifts=shifts, axes=tuple([a + 1 if a >= 0 else a for a in axes]))
 
     @staticmethod
     def forward(ctx, x, shifts, axes):
@@ -79,6 +87,7 @@ class Diagonal(Op):
     """The diagonal `offset` of the plane (axis1, axis2), as a new last axis (NumPy's and
     PyTorch's layout);  dx = zeros with g written back on that diagonal (DiagonalScatter).
     jvp: dy = the diagonal of dx."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, offset, axis1, axis2):
@@ -97,6 +106,7 @@ class DiagonalScatter(Op):
     """zeros(shape) with g on the diagonal `offset` of the plane (axis1, axis2);
     dg = diagonal(gg).
     jvp: dy = zeros with dg on the diagonal."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, g, shape, offset, axis1, axis2):
@@ -126,6 +136,7 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 class Clone(Op):
     """A copy of x with its own memory;  dx = g.
     jvp: dy = a copy of dx."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):

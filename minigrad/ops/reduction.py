@@ -53,6 +53,7 @@ class Sum(Op):
     jvp: dy = sum(dx)."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -77,6 +78,7 @@ class Mean(Op):
     jvp: dy = mean(dx)."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -125,6 +127,7 @@ def _extremum_backward(ctx, g):
 class Max(Op):
     """max(x, axis) (torch.amax);  dx = g / (number of maxima) at the maxima, 0 elsewhere.
     jvp: dy = sum(dx / (number of maxima) at the maxima)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -139,6 +142,7 @@ class Min(Op):
     """min(x, axis) (torch.amin), its own reduction (exact for unsigned ints and bools);
     dx = g / (number of minima) at the minima, 0 elsewhere.
     jvp: dy = sum(dx / (number of minima) at the minima)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -214,6 +218,7 @@ class Var(Op):
     jvp: dy = sum(2 (x - mean) dx) / (n - correction)."""
 
     array_backward = True
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False, correction=1):
@@ -284,6 +289,7 @@ class Prod(Op):
     """prod(x, axis);  dx_i = g * prod_{j != i} x_j: g * prod / x_i when no x is 0, else the
     product of the others multiplied out (exact, and differentiable again, at zeros).
     jvp: dy = sum(dx * prod of the others)."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -330,6 +336,7 @@ class LogSumExp(Op):
     """y = log sum exp(x) over axis, computed as m + log sum exp(x - m) with m the max, so no
     exp overflows;  dx = g * exp(x - y) (softmax).
     jvp: dy = sum(dx * exp(x - y)) (softmax-weighted)."""
+    batching = "axes"
 
     @classmethod
     def name(cls):

@@ -24,6 +24,7 @@ class Scatter(Op):
     where an index repeats, one write wins, as in PyTorch);
     dx = g with 0 at the written places, dsrc = g gathered at the indices.
     jvp: dy = dx with dsrc written at the indices."""
+    batching = "axes"
 
     @staticmethod
     def forward(ctx, x, src, indices, axis):

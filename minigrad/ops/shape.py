@@ -11,6 +11,7 @@ class Reshape(Op):
     jvp: dy = dx reshaped."""
 
     array_backward = True
+    batching = "shape"
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -36,6 +37,12 @@ class Transpose(Op):
     """x with its axes permuted (reversed when `axes` is None);  dx = g with the inverse
     permutation.
     jvp: dy = dx transposed."""
+
+    @classmethod
+    def batching(cls, size, batched, x, axes=None):
+        rank = x.ndim - 1
+        axes = tuple(reversed(range(rank))) if axes is None else axes
+        return cls.apply(x, axes=(0,) + tuple([a % rank + 1 for a in axes]))
 
     @staticmethod
     def forward(ctx, x, axes=None):
@@ -66,6 +73,7 @@ permute = transpose
 class BroadcastTo(Op):
     """x stretched to `shape` by NumPy's rules;  dx = g summed over the stretched axes.
     jvp: dy = dx stretched."""
+    batching = "shape"
 
     @staticmethod
     def forward(ctx, x, shape):

@@ -10,6 +10,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 class Erf(Op):
     """erf(x) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt;  dx = g * 2/sqrt(pi) * exp(-x^2).
     jvp: dy = dx * 2/sqrt(pi) * exp(-x^2)."""
+    batching = "elementwise"
 
     @staticmethod
     def forward(ctx, x):
