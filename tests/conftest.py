@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,42 @@ def cuda():
         return mg.get_backend("cuda")
     except mg.DeviceError as error:
         pytest.skip(f"no usable GPU: {error}")
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    """Each device a test runs on: the CPU, and "cuda" (marked `gpu`; skipped, with the reason,
+    where CuPy or a GPU is missing, or run on the CuPy stand-in with MINIGRAD_CUDA=standin)."""
+    if request.param == "cuda":
+        request.getfixturevalue("cuda")
+    return request.param
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cuda_standin_kernels(tmp_path_factory):
+    """With MINIGRAD_CUDA=standin, the stand-in's cupy.RawModule runs batch_norm.cu through the
+    host emulation of tests/cuda_host (g++, one host thread per CUDA thread), built on first
+    use with the block size the backend compiles for."""
+    if os.environ.get("MINIGRAD_CUDA") != "standin":
+        yield
+        return
+    from minigrad.backends import cupy_standin
+    from minigrad.backends.cuda_batch_norm import SOURCE
+
+    from cuda_host import build, harness
+
+    launchers = {}
+
+    def compiler(code, options, name_expressions):
+        if code != SOURCE.read_text():
+            raise NotImplementedError("the host emulation compiles batch_norm.cu only")
+        block = int(next(o for o in options if o.startswith("-DBN_BLOCK=")).partition("=")[2])
+        if block not in launchers:
+            library = build.build(tmp_path_factory.mktemp("cuda_standin"), block=block)
+            launchers[block] = harness.HostLauncher(library)
+        launcher = launchers[block]
+        return lambda name, grid, threads, args: launcher(None, name, grid, threads, args)
+
+    cupy_standin.set_compiler(compiler)
+    yield
+    cupy_standin.set_compiler(None)

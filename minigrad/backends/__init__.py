@@ -2,7 +2,11 @@
 
 `get_backend("cpu" | "cuda")` returns the backend for a device; `backend_of(array)` the backend
 that owns an array. The CUDA backend is loaded on first use, so importing minigrad never needs CuPy.
+With MINIGRAD_CUDA=standin in the environment, "cuda" is served by the CuPy stand-in
+(cupy_standin/: CuPy's API computed by NumPy), so the GPU path runs without a GPU.
 """
+import os
+
 from .base import Backend
 from .numpy_backend import NumpyBackend
 
@@ -24,6 +28,10 @@ def _load_cuda_backend():
 
 def _make_cuda_backend():
     """A CupyBackend, or a DeviceError that says what is missing: CuPy or a GPU."""
+    if os.environ.get("MINIGRAD_CUDA") == "standin":
+        from . import cupy_standin
+
+        cupy_standin.install()
     try:
         import cupy
     except ImportError as error:
