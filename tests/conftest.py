@@ -1,4 +1,5 @@
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -59,28 +60,21 @@ def device(request):
 @pytest.fixture(autouse=True, scope="session")
 def _cuda_standin_kernels(tmp_path_factory):
     """With MINIGRAD_CUDA=standin, the stand-in's cupy.RawModule runs batch_norm.cu through the
-    host emulation of tests/cuda_host (g++, one host thread per CUDA thread), built on first
-    use with the block size the backend compiles for."""
+    host emulation of tests/cuda_host (cuda_host/standin.py), in this process and in the ones
+    the tests start (the examples), which share one build."""
     if os.environ.get("MINIGRAD_CUDA") != "standin":
         yield
         return
-    from minigrad.backends import cupy_standin
-    from minigrad.backends.cuda_batch_norm import SOURCE
-
-    from cuda_host import build, harness
-
-    launchers = {}
-
-    def compiler(code, options, name_expressions):
-        if code != SOURCE.read_text():
-            raise NotImplementedError("the host emulation compiles batch_norm.cu only")
-        block = int(next(o for o in options if o.startswith("-DBN_BLOCK=")).partition("=")[2])
-        if block not in launchers:
-            library = build.build(tmp_path_factory.mktemp("cuda_standin"), block=block)
-            launchers[block] = harness.HostLauncher(library)
-        launcher = launchers[block]
-        return lambda name, grid, threads, args: launcher(None, name, grid, threads, args)
-
-    cupy_standin.set_compiler(compiler)
+    tests = str(pathlib.Path(__file__).parent)
+    saved = {k: os.environ.get(k) for k in ("MINIGRAD_CUDA_COMPILER", "MINIGRAD_CUDA_HOST_DIR",
+                                             "PYTHONPATH")}
+    os.environ.update(
+        MINIGRAD_CUDA_COMPILER="cuda_host.standin:compiler",
+        MINIGRAD_CUDA_HOST_DIR=str(tmp_path_factory.mktemp("cuda_standin")),
+        PYTHONPATH=os.pathsep.join(filter(None, [tests, saved["PYTHONPATH"]])))
     yield
-    cupy_standin.set_compiler(None)
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -38,7 +38,7 @@ cupy = Namespace("cupy", numpy, {
     "random": random, "linalg": linalg, "fft": fft, "lib": lib,
     "RawModule": device.RawModule, "from_dlpack": device.from_dlpack,
     "asnumpy": namespace.asnumpy, "get_array_module": namespace.get_array_module,
-    **{name: namespace.creation(name) for name in ("array", "asarray", "asanyarray")}})
+    **{name: namespace.ToDevice(name) for name in ("array", "asarray", "asanyarray")}})
 
 special = Namespace("cupyx.scipy.special", types.SimpleNamespace(), {
     "erf": Function("cupyx.scipy.special.erf", numpy_erf,

@@ -1,7 +1,10 @@
 """The stand-in's device: one GPU (cupy.cuda.Device, runtime), its random generators, DLPack,
 cupyx.allow_synchronize, and cupy.RawModule, whose CUDA C++ runs through a host compiler
-registered with `set_compiler` (tests/conftest.py registers tests/cuda_host's emulation)."""
+registered with `set_compiler` or named by MINIGRAD_CUDA_COMPILER=module:function
+(tests/conftest.py names tests/cuda_host/standin.py's, the host emulation)."""
 import contextlib
+import importlib
+import os
 
 import numpy
 
@@ -128,16 +131,26 @@ def set_compiler(compiler):
     _compiler = compiler
 
 
+def _named_compiler():
+    """The compiler named by MINIGRAD_CUDA_COMPILER ("module:function"), registered."""
+    named = os.environ.get("MINIGRAD_CUDA_COMPILER", "")
+    module, _, function = named.partition(":")
+    if not function:
+        raise RuntimeError("the CuPy stand-in runs CUDA C++ only through a host compiler: "
+                           "name one in MINIGRAD_CUDA_COMPILER=module:function or register it "
+                           "with minigrad.backends.cupy_standin.set_compiler (tests/conftest.py "
+                           "names tests/cuda_host/standin.py's)")
+    set_compiler(getattr(importlib.import_module(module), function))
+    return _compiler
+
+
 class RawModule:
     """cupy.RawModule: CUDA C++ compiled by the registered host compiler, on first launch."""
 
     def __init__(self, code=None, path=None, options=(), backend="nvrtc", translate_cucomplex=False,
                  *, enable_cooperative_groups=False, name_expressions=None, jitify=False):
-        if _compiler is None:
-            raise RuntimeError("the CuPy stand-in runs CUDA C++ only through a host compiler: "
-                               "register one with minigrad.backends.cupy_standin.set_compiler "
-                               "(tests/conftest.py registers tests/cuda_host's)")
-        self._launch = _compiler(code, tuple(options), tuple(name_expressions or ()))
+        compiler = _compiler or _named_compiler()
+        self._launch = compiler(code, tuple(options), tuple(name_expressions or ()))
 
     def get_function(self, name):
         def launch(grid, block, args, **kwargs):

@@ -104,10 +104,19 @@ def cupy_function(numpy_function):
         return None
 
 
-def creation(name):
-    """cupy.asarray, cupy.array, ...: NumPy's function on host data, keeping CuPy's keywords."""
-    return Function(f"cupy.{name}", getattr(numpy, name), load()["namespaces"]["cupy"][name],
-                    host=True)
+class ToDevice(Function):
+    """cupy.asarray, cupy.array, ...: NumPy's function, taking host data, which is copied (the
+    device never shares memory with a NumPy array)."""
+
+    def __init__(self, name):
+        super().__init__(f"cupy.{name}", getattr(numpy, name), load()["namespaces"]["cupy"][name],
+                         host=True)
+
+    def __call__(self, obj, *args, **kwargs):
+        made = super().__call__(obj, *args, **kwargs)
+        if isinstance(obj, numpy.ndarray) and numpy.shares_memory(made._a, obj):
+            made = wrap(made._a.copy())
+        return made
 
 
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):
