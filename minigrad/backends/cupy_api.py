@@ -10,7 +10,8 @@ which pip installs without a GPU (importing it needs no device):
 The file maps each namespace ("cupy", "cupy.random", "cupyx.scipy.special", ...) and each class
 ("cupy.ndarray", "cupy.ufunc", ...) to its public names; a name's value is the list of the
 parameters it takes by keyword ("**" last where it takes any), or null where it is no function
-or its signature cannot be read. The `dunders` of a class are the special methods it defines
+or its signature cannot be read. `ufuncs` lists the names in `cupy` that are ufuncs (with
+reduce, at, ... as "cupy.ufunc" lists). The `dunders` of a class are the special methods it defines
 (cupy.ndarray has __array__, which raises, and no __index__).
 """
 import ast
@@ -30,7 +31,8 @@ _DOC_SIGNATURE = re.compile(r"^[\w.]+\((.*)\)")
 
 @functools.cache
 def load():
-    """The API data: {"version", "namespaces": {name: {...}}, "classes": {name: {...}}}."""
+    """The API data: {"version", "namespaces": {name: {...}}, "classes": {name: {...}},
+    "ufuncs": [...]}."""
     return json.loads(PATH.read_text())
 
 
@@ -85,7 +87,11 @@ def generate():
         described = _describe(cls, [n for n in dir(cls) if not n.startswith("_")])
         described["dunders"] = sorted(n for n in dir(cls) if n.startswith("__"))
         classes[dotted] = described
-    return {"version": cupy.__version__, "namespaces": namespaces, "classes": classes}
+        namespace, _, name = dotted.rpartition(".")   # cupy.random serves Generator lazily
+        namespaces[namespace].setdefault(name, _keywords(cls))
+    ufuncs = sorted(n for n in namespaces["cupy"] if isinstance(getattr(cupy, n), cupy.ufunc))
+    return {"version": cupy.__version__, "namespaces": namespaces, "classes": classes,
+            "ufuncs": ufuncs}
 
 
 if __name__ == "__main__":
