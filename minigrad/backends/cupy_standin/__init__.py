@@ -1,9 +1,10 @@
 """A CuPy stand-in: CuPy 14's API computed by NumPy on the host, so minigrad's whole GPU path
 (the CuPy backend, every op on `xp`, the fused batch-norm launches) runs on machines with no GPU.
 
-`MINIGRAD_CUDA=standin` in the environment makes `backends.get_backend("cuda")` call `install()`,
-which puts the stand-in's modules in sys.modules as `cupy` and `cupyx` (and their submodules);
-the unchanged CupyBackend then imports them. What it checks, as a GPU would:
+`MINIGRAD_CUDA=standin` in the environment makes `import minigrad` call `install()`, which puts
+the stand-in's modules in sys.modules as `cupy` and `cupyx` (and their submodules); the
+unchanged CupyBackend then imports them, and so does any `import cupy` after minigrad's. What
+it checks, as a GPU would:
 
 - names and keywords: only CuPy 14's (cupy14_api.json, generated from the real package by
   backends/cupy_api.py): `cupy.errstate` is AttributeError, `cupy.add(..., where=)` TypeError;

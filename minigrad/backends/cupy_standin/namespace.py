@@ -94,10 +94,10 @@ def cupy_ufunc(name):
 def cupy_function(numpy_function):
     """The stand-in's function for a NumPy function (numpy.where, numpy.linalg.norm), or None
     where CuPy has none: what CuPy's __array_function__ dispatches to."""
-    import sys
+    from . import MODULES
 
     module = (numpy_function.__module__ or "numpy").replace("numpy", "cupy", 1)
-    namespace = sys.modules.get(module.removesuffix("._core").removesuffix(".core"))
+    namespace = MODULES.get(module)
     try:
         return getattr(namespace, numpy_function.__name__) if namespace else None
     except AttributeError:
