@@ -134,7 +134,11 @@ def device_kernels(cuda):
     return on_device.device_kernels(cuda)
 
 
-@pytest.mark.parametrize("case", on_device.GPU_CASES, ids=lambda case: case.id)
+# The GPU-sized cases are `slow` (a second each on a GPU, up to half a minute on the stand-in's
+# host threads; `-m gpu` runs them, CI's `-m "gpu and not slow"` on the stand-in does not).
+@pytest.mark.parametrize("case", [
+    case if case in checks.CASES else pytest.param(case, marks=pytest.mark.slow)
+    for case in on_device.GPU_CASES], ids=lambda case: case.id)
 def test_fused_kernels_match_float64_reference(device_kernels, case):
     checks.run_case(device_kernels, case)
 
