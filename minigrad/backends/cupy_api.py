@@ -24,6 +24,7 @@ import re
 PATH = pathlib.Path(__file__).with_name("cupy14_api.json")
 NAMESPACES = ("cupy", "cupy.random", "cupy.linalg", "cupy.fft", "cupy.lib.stride_tricks",
               "cupy.cuda", "cupy.cuda.runtime", "cupyx", "cupyx.scipy.special")
+# and cupy.cuda.nccl with its NcclCommunicator (see _nccl)
 CLASSES = ("cupy.ndarray", "cupy.ufunc", "cupy.random.Generator", "cupy.cuda.Device",
            "cupy.cuda.Stream")
 _DOC_SIGNATURE = re.compile(r"^[\w.]+\((.*)\)")
@@ -62,6 +63,25 @@ def _describe(obj, names):
             for name in sorted(names)}
 
 
+def _nccl():
+    """cupy.cuda.nccl's names and NcclCommunicator's methods, read from the signatures Cython
+    embeds in the extension module: importing it needs the NCCL library, which a machine
+    without a GPU rarely has."""
+    import cupy_backends.cuda.libs as libs
+
+    binary = b"".join(path.read_bytes() for path in pathlib.Path(libs.__file__).parent.glob(
+        "nccl*.so")).decode("latin-1")
+    names = {name: None for name in re.findall(r"\b(NCCL_[A-Z0-9]+)\b", binary)}
+    names.update((name, []) for name in re.findall(
+        r"\b(get_unique_id|get_version|get_build_version|groupStart|groupEnd)\(\)", binary))
+    methods = {}
+    for name, parameters in re.findall(r"NcclCommunicator\.(\w+)\(self,? ?([^)]*)\)", binary):
+        if not name.startswith("_"):
+            methods[name] = [p.split()[-1].split("=")[0] for p in parameters.split(",") if p]
+    names["NcclCommunicator"] = ["ndev", "commId", "rank"]
+    return names, methods
+
+
 def generate():
     """The API data read from the installed cupy (the real one, not the stand-in)."""
     import importlib
@@ -89,6 +109,7 @@ def generate():
         classes[dotted] = described
         namespace, _, name = dotted.rpartition(".")   # cupy.random serves Generator lazily
         namespaces[namespace].setdefault(name, _keywords(cls))
+    namespaces["cupy.cuda.nccl"], classes["cupy.cuda.nccl.NcclCommunicator"] = _nccl()
     ufuncs = sorted(n for n in namespaces["cupy"] if isinstance(getattr(cupy, n), cupy.ufunc))
     return {"version": cupy.__version__, "namespaces": namespaces, "classes": classes,
             "ufuncs": ufuncs}

@@ -10,7 +10,8 @@ it checks, as a GPU would:
   backends/cupy_api.py): `cupy.errstate` is AttributeError, `cupy.add(..., where=)` TypeError;
 - device arrays (array.py): no implicit conversion to NumPy, no NumPy arrays as operands, 0-d
   arrays from reductions, host reads refused inside `cupyx.allow_synchronize(False)`;
-- compiled CUDA (`cupy.RawModule`): run by the host compiler registered with `set_compiler`.
+- compiled CUDA (`cupy.RawModule`): run by the host compiler registered with `set_compiler`;
+- NCCL (`cupy.cuda.nccl`, nccl.py): its communicator's collectives carried by MPI.
 
 Streams of random numbers differ from NumPy's (as CuPy's do); timings mean nothing.
 """
@@ -20,13 +21,14 @@ import types
 import numpy
 
 from ..special import numpy_erf
-from . import device, namespace
+from . import device, namespace, nccl
 from .array import DeviceSynchronized, ndarray
 from .device import set_compiler
 from .namespace import Function, Namespace
 
 cuda = Namespace("cupy.cuda", types.SimpleNamespace(), {
-    "Device": device.Device, "runtime": device.runtime})
+    "Device": device.Device, "runtime": device.runtime, "nccl": nccl,
+    "get_current_stream": device.get_current_stream})
 random = Namespace("cupy.random", numpy.random, {
     "default_rng": device.default_rng, "Generator": device.Generator})
 linalg = Namespace("cupy.linalg", numpy.linalg)
@@ -51,6 +53,7 @@ cupyx = Namespace("cupyx", types.SimpleNamespace(), {
     "DeviceSynchronized": DeviceSynchronized})
 
 MODULES = {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": device.runtime,
+           "cupy.cuda.nccl": nccl,
            "cupy.random": random, "cupy.linalg": linalg, "cupy.fft": fft, "cupy.lib": lib,
            "cupy.lib.stride_tricks": stride_tricks, "cupyx": cupyx, "cupyx.scipy": scipy,
            "cupyx.scipy.special": special}

@@ -41,6 +41,19 @@ class Device:
         return 0
 
 
+class _Stream:
+    """cupy.cuda.Stream, as far as minigrad uses it: the null stream's pointer."""
+    ptr = 0
+
+    def synchronize(self):
+        pass
+
+
+def get_current_stream():
+    """cupy.cuda.get_current_stream: the one (null) stream."""
+    return _Stream()
+
+
 class runtime:  # noqa: N801  (cupy.cuda.runtime, a module in CuPy)
     @staticmethod
     def getDeviceCount():  # noqa: N802
