@@ -22,7 +22,7 @@ import numpy
 
 from ..special import numpy_erf
 from . import device, namespace, nccl
-from .array import DeviceSynchronized, ndarray
+from .array import NAMESPACES, DeviceSynchronized, ndarray
 from .device import set_compiler
 from .namespace import Function, Namespace
 
@@ -40,7 +40,7 @@ cupy = Namespace("cupy", numpy, {
     "__version__": namespace.load()["version"] + "+standin", "ndarray": ndarray, "cuda": cuda,
     "random": random, "linalg": linalg, "fft": fft, "lib": lib,
     "RawModule": device.RawModule, "from_dlpack": device.from_dlpack,
-    "asnumpy": namespace.asnumpy, "get_array_module": namespace.get_array_module,
+    "asnumpy": namespace.asnumpy,
     **{name: namespace.ToDevice(name) for name in ("array", "asarray", "asanyarray")}})
 
 special = Namespace("cupyx.scipy.special", types.SimpleNamespace(), {
@@ -57,6 +57,17 @@ MODULES = {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": device.runtime,
            "cupy.random": random, "cupy.linalg": linalg, "cupy.fft": fft, "cupy.lib": lib,
            "cupy.lib.stride_tricks": stride_tricks, "cupyx": cupyx, "cupyx.scipy": scipy,
            "cupyx.scipy.special": special}
+
+
+NAMESPACES.update(MODULES)
+
+
+def get_array_module(*args):
+    """cupy.get_array_module: the stand-in for device arrays, NumPy otherwise."""
+    return cupy if any(isinstance(a, ndarray) for a in args) else numpy
+
+
+cupy.get_array_module = get_array_module
 
 
 def install():

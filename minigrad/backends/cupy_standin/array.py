@@ -21,6 +21,9 @@ IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.g
             "construct a NumPy array explicitly.")
 _METHODS = load()["classes"]["cupy.ndarray"]
 _SCALARS = (numbers.Number, numpy.generic)
+# The stand-in's namespaces by name ("cupy", "cupy.linalg", "cupy.cuda"), filled in by the
+# package once made: NumPy functions called on device arrays dispatch to them.
+NAMESPACES = {}
 
 
 class DeviceSynchronized(RuntimeError):
@@ -167,9 +170,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     @property
     def device(self):
-        from .device import Device
-
-        return Device(0)
+        return NAMESPACES["cupy.cuda"].Device(0)
 
     def __getattr__(self, name):   # CuPy 14's methods, run by NumPy's
         if name.startswith("_") or name not in _METHODS:
@@ -205,17 +206,13 @@ class ndarray:  # noqa: N801  (CuPy's name)
         raise TypeError(IMPLICIT)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):   # numpy.exp(device array)
-        from . import namespace
-
-        mine = namespace.cupy_ufunc(ufunc.__name__)
-        if mine is None:
-            return NotImplemented
-        return getattr(mine, method)(*inputs, **kwargs)
+        mine = getattr(NAMESPACES["cupy"], ufunc.__name__, None)   # None: CuPy has none
+        mine = mine if method == "__call__" else getattr(mine, method, None)
+        return NotImplemented if mine is None else mine(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):   # numpy.where(device array)
-        from . import namespace
-
-        mine = namespace.cupy_function(func)
+        namespace = NAMESPACES.get(func.__module__.replace("numpy", "cupy", 1))
+        mine = getattr(namespace, func.__name__, None)   # None: CuPy has none
         return NotImplemented if mine is None else mine(*args, **kwargs)
 
     def __dlpack__(self, **kwargs):

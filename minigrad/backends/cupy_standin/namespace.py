@@ -80,30 +80,6 @@ class Namespace(types.ModuleType):
         return sorted(self._api)
 
 
-def cupy_ufunc(name):
-    """The stand-in's cupy ufunc for NumPy's ufunc `name`, or None where CuPy has none."""
-    from . import cupy
-
-    try:
-        found = getattr(cupy, name)
-    except AttributeError:
-        return None
-    return found if isinstance(found, Ufunc) else None
-
-
-def cupy_function(numpy_function):
-    """The stand-in's function for a NumPy function (numpy.where, numpy.linalg.norm), or None
-    where CuPy has none: what CuPy's __array_function__ dispatches to."""
-    from . import MODULES
-
-    module = (numpy_function.__module__ or "numpy").replace("numpy", "cupy", 1)
-    namespace = MODULES.get(module)
-    try:
-        return getattr(namespace, numpy_function.__name__) if namespace else None
-    except AttributeError:
-        return None
-
-
 class ToDevice(Function):
     """cupy.asarray, cupy.array, ...: NumPy's function, taking host data, which is copied (the
     device never shares memory with a NumPy array)."""
@@ -124,10 +100,3 @@ def asnumpy(a, stream=None, order="C", out=None, blocking=True):
     if isinstance(a, ndarray):
         return a.get(order=order, out=out)
     return numpy.asarray(a, order=order)
-
-
-def get_array_module(*args):
-    """cupy.get_array_module: the stand-in for device arrays, NumPy otherwise."""
-    from . import cupy
-
-    return cupy if any(isinstance(a, ndarray) for a in args) else numpy
