@@ -2,12 +2,14 @@
 # The GPU check, in one go, from a plain checkout with no install step (every step has a time
 # limit; together they add up to under 8 minutes):
 #   1. the driver and the Python modules there (nothing is installed: what is missing is said)
-#   2. every gpu-marked test
+#   2. every gpu-marked test (with DDP and SyncBatchNorm through NCCL on one rank)
 #   3. the fused batch-norm kernels on the test cases under compute-sanitizer: memcheck,
 #      racecheck, synccheck, initcheck (tests/cuda_host/on_device.py)
-#   4. the fused batch-norm benchmark (CUDA kernels vs cuDNN and vs the copy bandwidth)
-# and a short summary (pass/fail counts, kernel-vs-cuDNN ratios, share of copy bandwidth) in
-# $GPU_CHECK_OUT/summary.txt, beside each step's log.
+#   4. a short MNIST training on the GPU: LeNet-5 + BN, one epoch of 10,000 images
+#      (examples/mnist_lenet_bn.py; needs MNIST in $MINIGRAD_DATA, else the step fails saying so)
+#   5. the fused batch-norm benchmark (CUDA kernels vs cuDNN and vs the copy bandwidth)
+# and a short summary (pass/fail counts, MNIST accuracy and images/s, kernel-vs-cuDNN ratios,
+# share of copy bandwidth) in $GPU_CHECK_OUT/summary.txt, beside each step's log.
 #
 #   GPU_CHECK_OUT=/some/folder bash benchmarks/gpu_check.sh
 #
@@ -53,14 +55,14 @@ else
     skip driver "nvidia-smi not found: no NVIDIA driver on this machine"
 fi
 # What this Python has; exit status 3 when a module the check needs is missing.
-if ! step modules 30 "$PYTHON" benchmarks/gpu_summary.py --modules; then
+if ! step modules 20 "$PYTHON" benchmarks/gpu_summary.py --modules; then
     echo "gpu_check: missing what the check needs (see $OUT_DIR/modules.log); nothing installed"
     summarize
     exit 2
 fi
 
 status=0
-step tests 140 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rs \
+step tests 130 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rs \
     --junitxml="$OUT_DIR/tests.xml" tests || status=1
 if command -v compute-sanitizer > /dev/null; then
     for tool in memcheck racecheck synccheck initcheck; do
@@ -71,7 +73,9 @@ if command -v compute-sanitizer > /dev/null; then
 else
     skip sanitizers "compute-sanitizer not found (it ships with the CUDA toolkit)"
 fi
-step bench 70 "$PYTHON" benchmarks/bench_batchnorm_gpu.py --reps 10 --rounds 3 \
+step mnist 30 "$PYTHON" examples/mnist_lenet_bn.py --device cuda --epochs 1 --limit 10000 \
+    --plain --out "$OUT_DIR/mnist" || status=1
+step bench 55 "$PYTHON" benchmarks/bench_batchnorm_gpu.py --reps 10 --rounds 3 \
     --json "$OUT_DIR/bench.json" || status=1
 summarize
 exit $status

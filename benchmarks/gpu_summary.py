@@ -6,8 +6,9 @@ Python the GPU machine has):
     python benchmarks/gpu_summary.py OUT_DIR      OUT_DIR/summary.txt from the step logs
 
 The summary gives each step's outcome and time, the gpu-marked tests' pass/fail/skip counts
-(tests.xml), the sanitizer runs' error counts and kernel cases passed, and per benchmark row the
-kernels' speed against cuDNN and their share of the copy bandwidth (bench.json).
+(tests.xml), the sanitizer runs' error counts and kernel cases passed, the short MNIST training's
+accuracy and images/s (mnist.log), and per benchmark row the kernels' speed against cuDNN and
+their share of the copy bandwidth (bench.json).
 """
 import importlib
 import importlib.metadata
@@ -105,6 +106,18 @@ def _sanitizers(out):
     return lines
 
 
+def _mnist(out):
+    """The short MNIST training's test accuracy and speed, from its log."""
+    path = out / "mnist.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    accuracy = re.findall(r"test accuracy ([\d.]+)% \(eval mode\)", text)
+    speed = re.findall(r"([\d,]+) examples/s", text)
+    if not accuracy or not speed:
+        return "MNIST on the GPU: no result (see mnist.log)"
+    return (f"MNIST on the GPU (LeNet-5 + BN, 1 epoch of 10,000 images): test accuracy "
+            f"{accuracy[-1]}%, {speed[-1]} images/s")
+
+
 def _bench(out):
     path = out / "bench.json"
     if not path.exists():
@@ -128,6 +141,7 @@ def summarize(out):
     if modules.exists():
         lines += ["modules:"] + [f"  {line}" for line in modules.read_text().splitlines()]
     lines += [_tests(out), "sanitizers:"] + [f"  {line}" for line in _sanitizers(out)]
+    lines.append(_mnist(out))
     lines += _bench(out)
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text)

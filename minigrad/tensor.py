@@ -58,7 +58,7 @@ def _as_array(data, dtype, device, copy):
     source = backend_of(data)
     backend = source if device is None else get_backend(device)
     xp = backend.xp
-    if backend is not source:
+    if backend is not source and hasattr(data, "dtype"):   # an array moves (lists stay data)
         data, copy = source.to_numpy(data), False   # moving makes a copy already
     if dtype is None and not hasattr(data, "dtype"):   # Python numbers and (nested) lists
         try:

@@ -1,3 +1,6 @@
+import os
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -43,3 +46,35 @@ def cuda():
         return mg.get_backend("cuda")
     except mg.DeviceError as error:
         pytest.skip(f"no usable GPU: {error}")
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    """Each device a test runs on: the CPU, and "cuda" (marked `gpu`; skipped, with the reason,
+    where CuPy or a GPU is missing, or run on the CuPy stand-in with MINIGRAD_CUDA=standin)."""
+    if request.param == "cuda":
+        request.getfixturevalue("cuda")
+    return request.param
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cuda_standin_kernels(tmp_path_factory):
+    """With MINIGRAD_CUDA=standin, the stand-in's cupy.RawModule runs batch_norm.cu through the
+    host emulation of tests/cuda_host (cuda_host/standin.py), in this process and in the ones
+    the tests start (the examples), which share one build."""
+    if os.environ.get("MINIGRAD_CUDA") != "standin":
+        yield
+        return
+    tests = str(pathlib.Path(__file__).parent)
+    saved = {k: os.environ.get(k) for k in ("MINIGRAD_CUDA_COMPILER", "MINIGRAD_CUDA_HOST_DIR",
+                                             "PYTHONPATH")}
+    os.environ.update(
+        MINIGRAD_CUDA_COMPILER="cuda_host.standin:compiler",
+        MINIGRAD_CUDA_HOST_DIR=str(tmp_path_factory.mktemp("cuda_standin")),
+        PYTHONPATH=os.pathsep.join(filter(None, [tests, saved["PYTHONPATH"]])))
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

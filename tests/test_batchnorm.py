@@ -364,7 +364,7 @@ def test_gpu_layer_equals_cpu_layer_fused_and_composed(cuda):
             y = layer(xt)
             y.backward(mg.tensor(g, device=device))
             layer(mg.tensor(x * 2, device=device))
-            results[device, fused] = (y.numpy(), xt.grad.numpy(), layer.state_dict())
+            results[device, fused] = (y.detach().numpy(), xt.grad.numpy(), layer.state_dict())
     reference = results["cpu", False]
     for y, dx, state in results.values():
         np.testing.assert_allclose(y, reference[0], rtol=1e-5, atol=1e-5)

@@ -51,7 +51,7 @@ OPS = {
     "cast": (lambda a: mg.ops.cast(a, "float32").astype("float64"), [lambda r: _normal(r, (4,))]),
     "sum": (lambda x: x.sum(axis=(0, 2)), [lambda r: _normal(r, (2, 3, 4))]),
     "mean": (lambda x: x.mean(axis=1, keepdims=True), [lambda r: _normal(r, (2, 3, 4))]),
-    "max": (lambda x: x.max(axis=0), [lambda r: _normal(r, (5, 4))]),
+    "max": (lambda x: x.amax(axis=0), [lambda r: _normal(r, (5, 4))]),
     "var": (lambda x: x.var(axis=1), [lambda r: _normal(r, (3, 6))]),
     "reshape": (lambda x: x.reshape(4, 6), [lambda r: _normal(r, (2, 3, 4))]),
     "transpose": (lambda x: x.permute(2, 0, 1), [lambda r: _normal(r, (2, 3, 4))]),
@@ -93,7 +93,7 @@ def _run(fn, arrays, device, dtype, upstream):
     out = fn(*inputs)
     out.backward(mg.tensor(upstream.astype(out.dtype), device=device))
     grads = [None if t.grad is None else t.grad.numpy() for t in inputs]
-    return out.numpy(), grads
+    return out.detach().numpy(), grads
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -121,7 +121,7 @@ def test_tensors_move_both_ways(cuda):
     x = mg.randn(3, 4, requires_grad=True)
     y = x.to("cuda")
     assert y.device == "cuda" and isinstance(y.array, cuda.xp.ndarray)
-    np.testing.assert_array_equal(y.to("cpu").numpy(), x.numpy())
+    np.testing.assert_array_equal(y.to("cpu").detach().numpy(), x.detach().numpy())
     (y * 2).sum().backward()   # the move is an op: the gradient comes back to the CPU
     assert x.grad.device == "cpu"
     np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 2, np.float32))
@@ -134,7 +134,11 @@ def device_kernels(cuda):
     return on_device.device_kernels(cuda)
 
 
-@pytest.mark.parametrize("case", on_device.GPU_CASES, ids=lambda case: case.id)
+# The GPU-sized cases are `slow` (a second each on a GPU, up to half a minute on the stand-in's
+# host threads; `-m gpu` runs them, CI's `-m "gpu and not slow"` on the stand-in does not).
+@pytest.mark.parametrize("case", [
+    case if case in checks.CASES else pytest.param(case, marks=pytest.mark.slow)
+    for case in on_device.GPU_CASES], ids=lambda case: case.id)
 def test_fused_kernels_match_float64_reference(device_kernels, case):
     checks.run_case(device_kernels, case)
 
@@ -160,7 +164,7 @@ def test_fused_op_on_cuda_matches_the_cpu(cuda, axis, shape, dtype, affine):
                  for k in keep}
         y, mean, var = mg.ops.fused_batch_norm(xt, axis=axis, **given)
         y.backward(mg.tensor(upstream, device=device))
-        results[device] = [y.numpy(), mean.numpy(), var.numpy(), xt.grad.numpy()] + [
+        results[device] = [t.detach().numpy() for t in (y, mean, var, xt.grad)] + [
             given[k].grad.numpy() for k in keep]
     tol = {"float64": 1e-10, "float32": 1e-4, "float16": 2e-2}[dtype]
     for cpu, gpu in zip(results["cpu"], results["cuda"]):
@@ -192,7 +196,13 @@ def test_fused_batch_norm_act_on_cuda_matches_the_cpu(cuda, activation, axis, sh
         z = mg.ops.fused_batch_norm_act(xt * 1.0, g, b, activation, 0.1, 0.8, axis=axis,
                                         **given)[0]
         z.backward(mg.tensor(upstream, device=device))
-        results[device] = [z.numpy(), xt.grad.numpy(), g.grad.numpy(), b.grad.numpy()]
+        results[device] = [t.detach().numpy() for t in (z, xt.grad, g.grad, b.grad)]
+    # Where ELU saturates (z within a few units in the last place of -alpha), dx is read back
+    # from z's last bits, which the two backends may round apart: those elements are left out.
+    z = results["cpu"][0].astype(np.float64)
+    saturated = (activation == "elu") & (np.abs(z + 0.8) <= 4 * 0.8 * np.finfo(dtype).eps)
+    for device in results:
+        results[device][1] = np.where(saturated, 0, results[device][1])
     tol = {"float64": 1e-10, "float32": 1e-4, "float16": 3e-2}[dtype]
     for cpu, gpu in zip(results["cpu"], results["cuda"], strict=True):
         np.testing.assert_allclose(gpu.astype(np.float64), cpu.astype(np.float64),
@@ -228,7 +238,7 @@ def test_a_training_step_matches_the_cpu(cuda):
             mg.nn.MaxPool2d(2), mg.nn.Flatten(), mg.nn.Linear(4 * 6 * 6, 10)).to(device)
         loss = mg.ops.cross_entropy(model(mg.tensor(x, device=device)), mg.tensor(y, device=device))
         loss.backward()
-        grads[device] = [loss.numpy()] + [p.grad.numpy() for p in model.parameters()]
+        grads[device] = [loss.detach().numpy()] + [p.grad.numpy() for p in model.parameters()]
     for cpu, gpu in zip(grads["cpu"], grads["cuda"]):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-5)
 
@@ -275,11 +285,11 @@ def test_cross_entropy_does_not_sync_and_reports_bad_targets_at_the_next_read(cu
     logits = mg.randn(8, 5, device="cuda", requires_grad=True)
     good, bad = (mg.tensor(t, device="cuda") for t in ([0, 1, 2, 3, 4, 0, 1, 2],
                                                          [0, 1, 9, 3, 4, 0, 1, 2]))
+    expected = mg.nn.functional.cross_entropy(logits.to("cpu"), good.to("cpu"))
     cuda.xp.cuda.Device().synchronize()
     with cupyx.allow_synchronize(False):   # a host read inside raises DeviceSynchronized
         loss = mg.nn.functional.cross_entropy(logits, good)
         failing = mg.nn.functional.cross_entropy(logits, bad)
-    expected = mg.nn.functional.cross_entropy(logits.to("cpu"), good.to("cpu"))
     with pytest.raises(ValueError, match=r"class index 9, outside \[0, 5\)"):
         failing.item()
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)

@@ -1,7 +1,8 @@
 """benchmarks/gpu_check.sh dry-run here: stand-ins for the GPU machine's `nvidia-smi`,
 `compute-sanitizer`, CuPy and the GPU-bound Python steps (pytest -m gpu, the on-device kernel
-cases, the GPU benchmark) prove the no-install path: the script checks what is there, never
-calls pip, runs every step under a time limit, and writes the summary where it is told."""
+cases, the MNIST training, the GPU benchmark) prove the no-install path: the script checks what
+is there, never calls pip, runs every step under a time limit, and writes the summary where it
+is told."""
 import json
 import os
 import pathlib
@@ -26,6 +27,9 @@ case " $* " in
         > "$xml"
     echo "4 passed, 1 failed, 2 skipped"; exit 1 ;;
   *" -m cuda_host.on_device "*) echo "ok 4x3x8x8"; echo "44 passed, 0 failed"; exit 0 ;;
+  *mnist_lenet_bn.py*" --device cuda "*)
+    echo "epoch 1/1: loss 0.3012  acc 91.20%  12,345 examples/s"
+    echo "epoch 1: 0.8 s, test accuracy 95.50% (eval mode), 95.10% (train-mode BN)"; exit 0 ;;
   *bench_batchnorm_gpu.py*)
     while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done
     echo '{"copy_gbs": 4000, "rows": [{"shape": [64, 6, 28, 28], "dtype": "float32",
@@ -100,6 +104,9 @@ def test_the_full_check_runs_without_installing_and_writes_the_summary(machine):
         assert f"--tool {tool} --error-exitcode 3 " in calls
         assert f"{tool}: 0 errors; kernel cases 44 passed, 0 failed" in summary
     assert "(64, 6, 28, 28) float32 NCHW: vs cuDNN 2.00x, 40% of copy" in summary
+    assert "examples/mnist_lenet_bn.py --device cuda --epochs 1 --limit 10000" in calls
+    assert ("MNIST on the GPU (LeNet-5 + BN, 1 epoch of 10,000 images): test accuracy 95.50%, "
+            "12,345 images/s") in summary and re.search(r"mnist: ok", summary)
     assert re.search(r"tests: 1 \(\d+ s\)", summary) and re.search(r"bench: ok", summary)
     assert json.loads((machine / "out" / "bench.json").read_text())["copy_gbs"] == 4000
 

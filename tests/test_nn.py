@@ -228,11 +228,13 @@ def test_gpu_round_trip_keeps_state_and_identity(cuda):
     model.to("cuda")
     assert model[0].weight is weight and weight.device == "cuda"
     on_gpu = model.state_dict()
-    assert all(type(v) is np.ndarray and np.array_equal(v, state[k]) for k, v in on_gpu.items())
+    assert all(v.device == "cuda" and np.array_equal(v.to("cpu").numpy(), state[k].numpy())
+               for k, v in on_gpu.items())
     model.load_state_dict({k: v * 2 for k, v in state.items()})
     assert model[0].weight.device == "cuda"
     model.to("cpu")
-    np.testing.assert_array_equal(model[0].weight.numpy(), state["0.weight"] * 2)
+    np.testing.assert_array_equal(model[0].weight.detach().numpy(),
+                                  state["0.weight"].numpy() * 2)
 
 
 # ---------------------------------------------------------------------- modes, dropout

@@ -2,12 +2,20 @@
 
 `get_backend("cpu" | "cuda")` returns the backend for a device; `backend_of(array)` the backend
 that owns an array. The CUDA backend is loaded on first use, so importing minigrad never needs CuPy.
+With MINIGRAD_CUDA=standin in the environment, "cuda" is served by the CuPy stand-in
+(cupy_standin/: CuPy's API computed by NumPy), so the GPU path runs without a GPU.
 """
+import os
+
 from .base import Backend
 from .numpy_backend import NumpyBackend
 
 _numpy_backend = NumpyBackend()
 _cuda_backend = None
+if os.environ.get("MINIGRAD_CUDA") == "standin":   # `import cupy` gives the stand-in from now on
+    from . import cupy_standin
+
+    cupy_standin.install()
 
 
 class DeviceError(RuntimeError):

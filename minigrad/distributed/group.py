@@ -3,7 +3,8 @@
 `init_process_group()` joins the world that `mpiexec -n N` started; a process started without
 mpiexec is a world of one (MPI's singleton start). Collectives here act on arrays in place; the
 tensor API (`minigrad.distributed.all_reduce`, ...) and the differentiable ops are built on them.
-CuPy arrays are staged through host memory, so any MPI works whatever the device.
+CuPy arrays go device to device through NCCL (nccl.py) where CuPy has it; without NCCL they are
+staged through host memory, so any MPI works whatever the device.
 
 Faults (docs/distributed.md, "Faults"):
 - Every collective is a non-blocking MPI call whose request is polled (for `SPIN_SECONDS` with
@@ -33,6 +34,7 @@ import zlib
 import numpy
 
 from ..backends import backend_of
+from . import nccl
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # PyTorch's default process-group timeout
 TIMEOUT_VARIABLE = "MINIGRAD_DIST_TIMEOUT"         # seconds; overrides the default (tests)
@@ -328,8 +330,8 @@ def allgather_object(obj, what):
 
 # ------------------------------------------------------------------------ collectives on arrays
 def _on_host(array):
-    """(host array, write-back): a contiguous NumPy array is used as it is; a CuPy array (or a
-    strided view) is staged through a contiguous host copy that write-back copies back."""
+    """(host array, write-back): a contiguous NumPy array is used as it is; a strided view is
+    staged through a contiguous copy that write-back copies back."""
     if isinstance(array, numpy.ndarray) and array.flags.c_contiguous:
         return array, lambda: None
     backend = backend_of(array)
@@ -338,6 +340,20 @@ def _on_host(array):
     def write_back():
         array[...] = backend.asarray(host)
     return host, write_back
+
+
+def _on_gpu(array):
+    """(contiguous device array, write-back) for a CuPy array, which NCCL carries (nccl.py);
+    None for a host array, or where CuPy has no NCCL: MPI carries those."""
+    backend = backend_of(array)
+    if backend.device != "cuda" or not nccl.available():
+        return None
+    contiguous = backend.xp.ascontiguousarray(array)
+
+    def write_back():
+        if contiguous is not array:
+            array[...] = contiguous
+    return contiguous, write_back
 
 
 _OPS = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}
@@ -349,6 +365,12 @@ def allreduce_array(array, op="sum", owner=None):
         raise ValueError(f"all_reduce: op must be one of {sorted(_OPS)}, not {op!r}")
     comm, MPI = communicator(), _mpi()
     start = time.perf_counter()
+    on_gpu = _on_gpu(array)
+    if on_gpu:
+        nccl.allreduce(comm, on_gpu[0], op)
+        on_gpu[1]()
+        stats.add("all_reduce", array.size, time.perf_counter() - start)
+        return array
     host, write_back = _on_host(array)
     _wait("all_reduce", lambda: comm.Iallreduce(MPI.IN_PLACE, host, op=getattr(MPI, _OPS[op])),
           owner)
@@ -365,6 +387,12 @@ def broadcast_array(array, src=0, owner=None):
     if not 0 <= src < comm.Get_size():
         raise ValueError(f"broadcast: src {src} is not a rank of a world of {comm.Get_size()}")
     start = time.perf_counter()
+    on_gpu = _on_gpu(array)
+    if on_gpu:
+        nccl.broadcast(comm, on_gpu[0], src)
+        on_gpu[1]()
+        stats.add("broadcast", array.size, time.perf_counter() - start)
+        return array
     host, write_back = _on_host(array)
     _wait("broadcast", lambda: comm.Ibcast(host, root=src), owner)
     write_back()
@@ -378,6 +406,13 @@ def allgather_array(array, check=None, owner=None):
     (the ranks' sizes must already agree)."""
     comm = communicator()
     start = time.perf_counter()
+    on_gpu = _on_gpu(array)
+    if on_gpu:   # the check goes by MPI, the payload by NCCL
+        if check is not None:
+            agree(*check)
+        gathered = nccl.allgather(comm, on_gpu[0])
+        stats.add("all_gather", array.size, time.perf_counter() - start)
+        return gathered
     host, _ = _on_host(array)
     mine = host.reshape(-1).view(numpy.uint8)
     if check is not None:

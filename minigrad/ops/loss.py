@@ -13,6 +13,8 @@ label smoothing eps mixes in eps / C * w, and probability targets are q itself (
 "mean" reduction divides by sum_m w[t_m] over the rows not ignored (PyTorch's weighted mean),
 or by M for probability targets. Inputs (N, C, d1, ...) are read with the classes last.
 """
+import numpy
+
 from .. import autograd
 from ..batched import BatchedTensor
 from ..shapes import dim_keywords, normalize_axis
@@ -345,7 +347,8 @@ class BinaryCrossEntropy(Op):
             raise ValueError("binary_cross_entropy: all elements of input must be between 0 "
                              f"and 1 (probabilities), got values in [{float(p.min())}, "
                              f"{float(p.max())}]")
-        with xp.errstate(divide="ignore"):   # log(0) = -inf, floored next
+        # log(0) = -inf, floored next. NumPy would warn; CuPy has no errstate and never warns
+        with numpy.errstate(divide="ignore"):
             log_p = xp.maximum(xp.log(p), _LOG_FLOOR)
             log_q = xp.maximum(xp.log1p(-p), _LOG_FLOOR)
         ctx.save(p, t)

@@ -56,7 +56,9 @@ class PutAlongAxis(Op):
 def along_axis(xp, indices, axis):
     """The full advanced index that `indices` along `axis` stands for: every other axis indexed
     by its own position, so out[along_axis(...)] is one element per entry of `indices`."""
-    grid = list(xp.indices(indices.shape, sparse=True))
+    shape = indices.shape   # xp.indices(shape, sparse=True), which CuPy lacks
+    grid = [xp.arange(n).reshape([n if j == i else 1 for j in range(len(shape))])
+            for i, n in enumerate(shape)]
     grid[axis] = indices
     return tuple(grid)
 
