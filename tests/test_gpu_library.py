@@ -123,7 +123,30 @@ LAYERS = {
     "MaxUnpool2d": (lambda: _Unpool(), (1, 2, 4, 4)),
     "Upsample": (lambda: nn.Upsample(scale_factor=2, mode="nearest"), (1, 2, 3, 3)),
     "Dropout_eval": (lambda: nn.Dropout(0.5).eval(), (3, 4)),
+    "LSTM": (lambda: _First(nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True)),
+             (2, 5, 4)),
+    "GRU": (lambda: _First(nn.GRU(4, 3)), (5, 2, 4)),
+    "MultiheadAttention": (lambda: _SelfAttention(nn.MultiheadAttention(8, 2, batch_first=True)),
+                           (2, 5, 8)),
+    "TransformerEncoderLayer": (lambda: nn.TransformerEncoderLayer(
+        8, 2, dim_feedforward=16, dropout=0.0, batch_first=True), (2, 5, 8)),
 }
+
+
+class _First(nn.Module):
+    """A recurrent layer's output sequence (its first result)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(x)[0]
+
+
+class _SelfAttention(_First):
+    def forward(self, x):
+        return self.layer(x, x, x)[0]
 
 
 class _Unpool(nn.Module):
@@ -150,6 +173,47 @@ def test_layer_on_cuda_matches_cpu(cuda, name):
         results.append([out.detach().numpy()] + ([xt.grad.numpy()] if shape else []) + [
             p.grad.numpy() for p in model.parameters()] + [
             np.asarray(b.to("cpu")) for b in model.buffers()])
+    for cpu, gpu in zip(*results, strict=True):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-12)
+
+
+OPTIMIZERS = {
+    "SGD_nesterov": lambda p: mg.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
+                                           weight_decay=1e-2),
+    "Adam_amsgrad": lambda p: mg.optim.Adam(p, lr=1e-2, amsgrad=True),
+    "AdamW": lambda p: mg.optim.AdamW(p, lr=1e-2),
+    "RMSprop": lambda p: mg.optim.RMSprop(p, lr=1e-2, momentum=0.5, centered=True),
+    "Adagrad": lambda p: mg.optim.Adagrad(p, lr=1e-1),
+    "Adadelta": lambda p: mg.optim.Adadelta(p),
+    "Adamax": lambda p: mg.optim.Adamax(p, lr=1e-2),
+    "NAdam": lambda p: mg.optim.NAdam(p, lr=1e-2),
+    "RAdam": lambda p: mg.optim.RAdam(p, lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_on_cuda_matches_cpu(cuda, name):
+    """Five steps of each optimizer (with a scheduler) on "cuda" and on the CPU: the same
+    parameters and the same state, to float64 rounding."""
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((8, 5)), rng.standard_normal((8, 2))
+    start = nn.Linear(5, 2).to(dtype=mg.float64)
+    results = []
+    for device in ("cpu", "cuda"):
+        model = copy.deepcopy(start).to(device)
+        opt = OPTIMIZERS[name](model.parameters())
+        schedule = mg.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        xt, yt = mg.tensor(x, device=device), mg.tensor(y, device=device)
+        for _ in range(5):
+            opt.zero_grad()
+            F.mse_loss(model(xt), yt).backward()
+            opt.step()
+            schedule.step()
+        state = [v for per_param in opt.state_dict()["state"].values()
+                 for v in per_param.values() if isinstance(v, mg.Tensor)]
+        results.append([p.detach().numpy() for p in model.parameters()] +
+                       [v.detach().numpy() for v in state])
+    assert len(results[0]) == len(results[1])
     for cpu, gpu in zip(*results, strict=True):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-12)
 
