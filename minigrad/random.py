@@ -18,6 +18,7 @@ import copy
 
 import numpy
 
+from . import tracing
 from .backends import get_backend
 
 DEFAULT_SEED = 67280421310721   # torch.Generator().initial_seed()
@@ -132,6 +133,7 @@ def set_rng_state(new_state):
 def numpy_generator(generator, op):
     """The NumPy generator to draw from for `op(..., generator=generator)`: the default
     generator's for None, a CPU `Generator`'s stream, or a NumPy Generator as it is."""
+    tracing.random_draw(op)
     if generator is None:
         return default_generator._stream
     if isinstance(generator, numpy.random.Generator):
@@ -148,6 +150,7 @@ def numpy_generator(generator, op):
 def device_generator(backend):
     """The default stream for draws made on `backend`'s device: the default generator's on
     the CPU; on a GPU, that device's own (seeded like the default one; other numbers)."""
+    tracing.random_draw("a random draw")
     if backend.device == "cpu":
         return default_generator._stream
     if backend not in _device_generators:

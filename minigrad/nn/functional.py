@@ -6,7 +6,7 @@ import math
 
 import numpy
 
-from .. import creation, ops
+from .. import creation, ops, tracing
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -128,12 +128,17 @@ def _dropout(op, input, p, training, mask_shape):
         raise ValueError(f"{op}: p must be between 0 and 1, not {p}")
     if not training or p == 0.0:
         return input
-    backend = input.backend
-    keep = device_generator(backend).random(mask_shape, dtype=numpy.float32) >= p
-    mask = keep.astype(input.dtype)
+    mask = tracing.run(_dropout_mask, input.backend, mask_shape, p, input.dtype)
+    return ops.mul(input, Tensor.from_array(mask, input.backend))
+
+
+def _dropout_mask(backend, shape, p, dtype):
+    """0 with probability p, 1 / (1 - p) otherwise: a draw that mg.compile replays."""
+    keep = device_generator(backend).random(shape, dtype=numpy.float32) >= p
+    mask = keep.astype(dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)
-    return ops.mul(input, Tensor.from_array(mask, backend))
+    return mask
 
 
 def log_softmax(input, dim=-1):

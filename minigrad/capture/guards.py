@@ -1,0 +1,157 @@
+"""What must hold for a captured program to stand for a call: the guards.
+
+`call_key`: the call's tensors by shape, dtype, device and requires_grad, its other arguments
+by value, and grad mode; the key that picks a program. `environment`: what the function can
+see besides its arguments (its closure, the globals it names, the modules and optimizers they
+hold, the lists and numbers in them), written down as a list that two calls compare with ==.
+A parameter is there by identity and by the identity of its array (`p.data = ...` gives it
+another), a module with its `training` flag and attributes, a Python list by its contents. An
+optimizer's settings are not: its update reads them at replay (the learning rate a scheduler
+sets, Adam's step count).
+"""
+import types
+
+import numpy
+
+from .. import grad_mode
+from ..nn.module import Module
+from ..optim.optimizer import Optimizer
+from ..tensor import Tensor
+
+_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+_LIBRARIES = ("minigrad", "numpy", "cupy", "torch", "builtins")   # their objects: by identity
+_MOST_ITEMS = 10_000   # a longer list is guarded by identity and length
+_DEEPEST = 8
+
+
+def call_key(args, kwargs, names):
+    """(the call's tensors in order, a name for each, the key of the call)."""
+    tensors, tensor_names, key = [], [], []
+
+    def visit(value, name):
+        if isinstance(value, Tensor):
+            tensors.append(value)
+            tensor_names.append(name)
+            key.append(("tensor", value.shape, value.dtype.str, value.device,
+                        value.requires_grad))
+        elif type(value) in (tuple, list):
+            key.append((type(value), len(value)))
+            for i, v in enumerate(value):
+                visit(v, f"{name}_{i}")
+        elif type(value) is dict:
+            key.append((dict, tuple(value)))
+            for k, v in value.items():
+                visit(v, f"{name}_{k}")
+        else:
+            key.append(_atom(value))
+
+    for i, value in enumerate(args):
+        visit(value, names[i] if i < len(names) else f"arg{i}")
+    for name, value in kwargs.items():
+        visit(value, name)
+    key.append((grad_mode._state.grad_enabled, grad_mode._state.inference))
+    return tensors, tensor_names, tuple(key)
+
+
+def _atom(value):
+    return (type(value), value) if type(value) in _ATOMS else ("object", id(value))
+
+
+def environment(fn, args, kwargs):
+    """(what `fn` sees, as a comparable list; the ids of the arrays of the tensors in it, which
+    a program reads by reference; a name for each of those arrays, for the listing)."""
+    found, state, names, seen = [], set(), {}, set()
+
+    def visit(value, path, depth):
+        kind = type(value)
+        if kind in _ATOMS:
+            found.append((kind, value))
+            return
+        if isinstance(value, Tensor):
+            found.append(("tensor", id(value), id(value.array), value.shape, value.dtype.str,
+                          value.requires_grad))
+            state.add(id(value.array))
+            names.setdefault(id(value.array), path)
+            return
+        if id(value) in seen or depth > _DEEPEST:
+            found.append(("object", id(value)))
+            return
+        seen.add(id(value))
+        if isinstance(value, Module):
+            found.append(("module", id(value), value.training))
+            for key, item in vars(value).items():
+                if key in ("_parameters", "_buffers", "_modules"):
+                    for name, child in item.items():
+                        visit(child, f"{path}.{name}", depth + 1)
+                elif key != "training":
+                    visit(item, f"{path}.{key}", depth + 1)
+        elif isinstance(value, Optimizer):
+            groups = [g["params"] for g in value.param_groups]
+            found.append(("optimizer", id(value), tuple(tuple(map(id, g)) for g in groups)))
+            for i, group in enumerate(groups):
+                for j, p in enumerate(group):
+                    visit(p, f"{path}.param_groups[{i}][{j}]", depth + 1)
+        elif kind in (list, tuple, set, frozenset) and len(value) > _MOST_ITEMS:
+            found.append(("long", id(value), len(value)))
+        elif kind in (list, tuple):
+            found.append((kind, len(value)))
+            for i, item in enumerate(value):
+                visit(item, f"{path}[{i}]", depth + 1)
+        elif kind is dict:
+            found.append((dict, tuple(_atom(k) for k in value)))
+            for key, item in value.items():
+                visit(item, f"{path}[{key!r}]", depth + 1)
+        elif kind is types.FunctionType and not _library(value):
+            found.append(("function", id(value)))
+            for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (),
+                                  strict=True):
+                try:
+                    visit(cell.cell_contents, name, depth + 1)
+                except ValueError:   # a cell not yet filled
+                    found.append(("empty cell", name))
+            for name in _global_names(value.__code__):
+                if name in value.__globals__:
+                    visit(value.__globals__[name], name, depth + 1)
+        elif kind is types.MethodType:
+            visit(value.__self__, path, depth)
+            visit(value.__func__, path, depth)
+        elif isinstance(value, numpy.ndarray):
+            found.append(("array", id(value), value.shape, value.dtype.str))
+        elif _library(value) or not hasattr(value, "__dict__") or isinstance(
+                value, (type, types.ModuleType)):
+            found.append(("object", id(value)))
+        else:   # an object of the user's: its attributes
+            found.append(("object", id(value), kind))
+            for key, item in vars(value).items():
+                visit(item, f"{path}.{key}", depth + 1)
+
+    def visit_argument(value, path):   # its tensors are the call's, guarded by call_key
+        if type(value) in (tuple, list):
+            for i, item in enumerate(value):
+                visit_argument(item, f"{path}[{i}]")
+        elif type(value) is dict:
+            for key, item in value.items():
+                visit_argument(item, f"{path}[{key!r}]")
+        elif not isinstance(value, Tensor):
+            visit(value, path, 1)
+
+    visit(fn, getattr(fn, "__name__", "fn"), 0)
+    for i, value in enumerate(args):
+        visit_argument(value, f"arg{i}")
+    for name, value in kwargs.items():
+        visit_argument(value, name)
+    return found, state, names
+
+
+def _library(value):
+    module = getattr(value, "__module__", None) or type(value).__module__ or ""
+    return module.split(".")[0] in _LIBRARIES
+
+
+def _global_names(code):
+    """The global names a function's code (and the code nested in it) may read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names

@@ -1,0 +1,51 @@
+"""The switch that capture (`mg.compile`, minigrad/capture/) turns on while it records a call.
+
+The engine touches arrays in a few named places (docs/architecture.md, "The op contract"): an
+op's forward and backward, the walk's sum of two gradients, gradient accumulation, optimizer
+updates, in-place writes and layers' buffers. Each asks `_state.tracer` (per thread, like grad
+mode) and, when a tracer is there, hands it the call to run and record as one step of a
+program; otherwise it runs as it always did. Reading a value to the host and drawing random
+numbers outside such a step tell the tracer too, which then refuses to replay the call.
+"""
+import threading
+
+
+class _ThreadState(threading.local):
+    tracer = None   # a class attribute: every thread starts without one
+
+
+_state = _ThreadState()
+
+
+def run(function, *args, **kwargs):
+    """`function(*args, **kwargs)`; while a call is captured, also a step of its program, run
+    again on the arrays of each replay (the engine's array code outside ops goes through here)."""
+    tracer = _state.tracer
+    if tracer is None:
+        return function(*args, **kwargs)
+    return tracer.call(function, args, kwargs)
+
+
+def guard(function, *args):
+    """`function(*args)`, a Python value read from arrays that decides a branch (what a loss's
+    targets hold); while a call is captured, a guard of its program: a replay computes it
+    again first and, where it differs, the call is traced again instead."""
+    tracer = _state.tracer
+    if tracer is None:
+        return function(*args)
+    return tracer.guard(function, args)
+
+
+def value_read(what):
+    """A tensor's values are read into Python (`item`, `numpy`): a replay could not take the
+    branch they decide, so a capture under way stops recording."""
+    tracer = _state.tracer
+    if tracer is not None:
+        tracer.refuse(f"{what} reads a tensor's values into Python")
+
+
+def random_draw(what):
+    """Random numbers are drawn outside a recorded step: a replay would not draw them again."""
+    tracer = _state.tracer
+    if tracer is not None:
+        tracer.refuse(f"{what} draws random numbers outside an op")
