@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad import nn
 from minigrad.nn import functional as F
 
 rng = np.random.default_rng(0)
@@ -85,3 +86,100 @@ def test_code_is_the_program_one_line_per_step():
                  "add(W2, t", "setattr(W1, '_grad', None)"):
         assert line in body, line
     assert len(code) == 2 + len(compiled.last.steps)
+
+
+def lenet(seed=0):
+    """LeNet-5 with BatchNorm2d / BatchNorm1d (examples/mnist_lenet_bn.py's layers), a
+    dropout before the last layer."""
+    mg.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2, bias=False), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(400, 120, bias=False), nn.BatchNorm1d(120), nn.ReLU(),
+        nn.Dropout(0.2), nn.Linear(120, 10))
+
+
+def sgd_nesterov(model):
+    params = list(model.parameters())
+    return mg.optim.SGD([{"params": [p for p in params if p.ndim > 1], "weight_decay": 5e-4},
+                         {"params": [p for p in params if p.ndim == 1]}],
+                        lr=0.05, momentum=0.9, nesterov=True)
+
+
+def adam_step_lr(model):
+    opt = mg.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    return opt, mg.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
+
+
+def image_batches(n, size=16):
+    g = np.random.default_rng(2)
+    data = [(mg.tensor(g.standard_normal((size, 1, 28, 28)).astype(np.float32)),
+             mg.tensor(g.integers(0, 10, size))) for _ in range(4)]
+    return [data[i % len(data)] for i in range(n)]
+
+
+def training_step(model, opt):
+    def step(images, labels):
+        loss = F.cross_entropy(model(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def assert_same_state(a, b, opt_a, opt_b):
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert same_bits(x, y), name
+    for (i, sa), (_, sb) in zip(opt_a.state_dict()["state"].items(),
+                                opt_b.state_dict()["state"].items(), strict=True):
+        for key in sa:
+            assert same_bits(np.asarray(sa[key]), np.asarray(sb[key])), (i, key)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_lenet_bn_training_bit_identical_over_100_steps(optimizer):
+    """SGD with Nesterov momentum and weight decay, or Adam with StepLR stepped every 10
+    steps outside the compiled step (its lr is read at each replay); BN running statistics,
+    num_batches_tracked and the dropout masks (the generator advances as eager's)."""
+    models, opts, schedulers, steps = [], [], [], []
+    for _ in range(2):
+        model = lenet()
+        opt, scheduler = (sgd_nesterov(model), None) if optimizer == "sgd" else \
+            adam_step_lr(model)
+        models.append(model), opts.append(opt), schedulers.append(scheduler)
+        steps.append(training_step(model, opt))
+    steps[1] = mg.compile(steps[1])
+    for i, (x, y) in enumerate(image_batches(100)):
+        mg.manual_seed(i)   # each step's dropout masks: one stream, drawn by both alike
+        eager = steps[0](x, y)
+        mg.manual_seed(i)
+        assert same_bits(eager, steps[1](x, y)), i
+        if optimizer == "adam" and i % 10 == 9:
+            for scheduler in schedulers:
+                scheduler.step()
+    assert replayed(steps[1])
+    assert_same_state(models[0], models[1], opts[0], opts[1])
+    assert int(models[1][1].num_batches_tracked.item()) == 100
+
+
+def test_bn_eval_mode_is_its_own_program():
+    """model.eval() between calls: a guard (the training flags) fails, so the call is traced
+    again; running statistics are then read, not written."""
+    model, twin = lenet(), lenet()
+    step = mg.compile(lambda x: model(x))
+    x = image_batches(1)[0][0]
+    with mg.no_grad():
+        for m in (model, twin):
+            m.eval()
+        for _ in range(3):
+            assert same_bits(step(x), twin(x))
+        model.train(), twin.train()
+        for _ in range(3):
+            mg.manual_seed(0)
+            out = step(x)
+            mg.manual_seed(0)
+            assert same_bits(out, twin(x))
+    assert_same_state(model, twin, mg.optim.SGD(model.parameters()),
+                      mg.optim.SGD(twin.parameters()))
+    assert step.traces == 4 and len(step.entries) == 1
