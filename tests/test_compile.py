@@ -2,6 +2,8 @@
 bits, step after step; guards trace again where a call differs; what cannot be replayed runs
 eagerly with a warning."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,153 @@ def test_bn_eval_mode_is_its_own_program():
     assert_same_state(model, twin, mg.optim.SGD(model.parameters()),
                       mg.optim.SGD(twin.parameters()))
     assert step.traces == 4 and len(step.entries) == 1
+
+
+def twins(make):
+    """(compiled, eager): `make()` called twice with the same seed, the first compiled."""
+    mg.manual_seed(0)
+    first = make()
+    mg.manual_seed(0)
+    return mg.compile(first), make()
+
+
+def linear_step(scales=None, lr=0.1):
+    """A linear layer trained by SGD on (8, 4) inputs; the output times scales[0]."""
+    model = nn.Linear(4, 3)
+    opt = mg.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    scales = [1.0] if scales is None else scales
+
+    def step(x):
+        loss = (model(x) * scales[0]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    step.model, step.opt, step.scales = model, opt, scales
+    return step
+
+
+X = mg.tensor(np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32))
+
+
+def run_both(compiled, eager, calls=4):
+    for _ in range(calls):
+        assert same_bits(compiled(X), eager(X))
+
+
+@pytest.mark.parametrize("change", ["list", "module attribute", "lr", "parameter shape"])
+def test_changes_between_calls_give_the_eager_result(change):
+    compiled, eager = twins(linear_step)
+    run_both(compiled, eager)
+    assert replayed(compiled)
+    for step in (compiled.fn, eager):
+        if change == "list":
+            step.scales[0] = 3.0
+        elif change == "module attribute":
+            step.model.weight.requires_grad_(False)   # a guard on the parameter's flag
+        elif change == "lr":
+            step.opt.param_groups[0]["lr"] = 0.5
+        else:
+            step.model.weight.data = mg.ones(5, 4)   # five outputs now
+            step.model.bias.data = mg.zeros(5)
+            step.opt.state.clear()
+    run_both(compiled, eager)
+    assert same_bits(compiled.fn.model.weight, eager.model.weight)
+    assert compiled.traces == (2 if change == "lr" else 4)
+
+
+def test_a_module_attribute_read_in_forward_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear, self.scale = nn.Linear(4, 2), 2.0
+
+        def forward(self, x):
+            return self.linear(x) * self.scale
+
+    compiled, eager = twins(Scaled)
+    with mg.no_grad():
+        for scale in (2.0, 2.0, 2.0, 0.5, 0.5, 0.5):
+            compiled.module.scale = eager.scale = scale
+            assert same_bits(compiled(X), eager(X))
+
+
+def test_a_value_read_runs_eagerly_naming_the_line():
+    compiled, eager = twins(linear_step)
+
+    def reads(x):
+        loss = compiled.fn(x)
+        return loss * 2 if loss.item() > 0 else loss   # a branch on a value: not replayable
+
+    step = mg.compile(reads)
+    with pytest.warns(RuntimeWarning, match=r"item\(\) reads .*test_compile.py:\d+"):
+        assert same_bits(step(X), eager(X) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # said once
+        for _ in range(3):
+            assert same_bits(step(X), eager(X) * 2)
+
+
+@pytest.mark.parametrize("what", ["hook", "retain_grad", "create_graph", "record"])
+def test_what_cannot_be_replayed_runs_eagerly(what):
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+
+    def fn(x):
+        y = (w * x).tanh()
+        if what == "hook":
+            y.register_hook(lambda g: g * 2)
+        elif what == "retain_grad":
+            y.retain_grad()
+        if what == "record":
+            with mg.autograd.record():
+                loss = y.sum()
+        else:
+            loss = y.sum()
+        if what == "create_graph":
+            (g,) = mg.autograd.grad(loss, w, create_graph=True)
+            return g.detach()
+        w.grad = None
+        loss.backward()
+        return w.grad
+
+    step = mg.compile(fn)
+    x = mg.tensor([0.5, -1.0])
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        first = step(x)
+    for _ in range(3):
+        assert same_bits(step(x), fn(x)) and same_bits(first, fn(x))
+    assert not replayed(step)
+
+
+def test_random_draws_advance_the_generator_as_eager():
+    def fn(x):
+        return x + mg.randn(2) + F.dropout(x, 0.5)
+
+    step = mg.compile(fn)
+    x = mg.ones(2)
+    mg.manual_seed(0)
+    compiled = [step(x) for _ in range(5)]
+    mg.manual_seed(0)
+    for out in compiled:
+        assert same_bits(out, fn(x))
+    assert replayed(step)
+
+
+def test_past_the_cache_a_warning_then_eager():
+    step = mg.compile(lambda x, n: x * n, cache_size=2)
+    with pytest.warns(RuntimeWarning, match="traced 4 times"):
+        for n in range(6):   # a non-tensor argument: a key of its own each time
+            assert same_bits(step(X, n), X * n)
+    assert step.eager is not None
+
+
+def test_a_returned_graph_is_refused():
+    model = nn.Linear(4, 2)
+    step = mg.compile(model)
+    with pytest.warns(RuntimeWarning, match="requires grad"):
+        out = step(X)
+    out.sum().backward()   # eager: the graph is there
+    assert model.weight.grad is not None
+    with mg.no_grad():
+        for _ in range(3):
+            assert same_bits(step(X), model(X))

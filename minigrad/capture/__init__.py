@@ -19,7 +19,7 @@ random draw outside an op, create_graph) runs eagerly, with one warning saying w
 import inspect
 import warnings
 
-from .. import autograd, tracing
+from .. import tracing
 from ..nn.module import Module
 from .guards import call_key, environment
 from .program import MISSED, Program
@@ -92,8 +92,6 @@ class Compiled:
         self.traces += 1
         before, state, state_names = environment(self.fn, args, kwargs)
         tracer = Tracer(tensors, state, state_names)
-        if autograd.active_tape() is not None:
-            tracer.refuse("a tape is being recorded (mg.autograd.record)")
         tracing._state.tracer = tracer
         try:
             result = self.fn(*args, **kwargs)
@@ -151,6 +149,12 @@ class CompiledModule(Module):
 
     def forward(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):   # the wrapped module's attributes, as torch's wrapper gives
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("module"), name)
 
     @property
     def code(self):

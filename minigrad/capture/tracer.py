@@ -10,7 +10,7 @@ the trace ends, so an id stands for one array only.
 """
 import numpy
 
-from .. import tracing
+from .. import autograd, tracing
 from ..ops.base import _backend_array, _forward
 from ..tensor import Tensor
 from . import steps
@@ -87,11 +87,23 @@ class Tracer:
                 return ("tensor", slot, value.backend)
             self.kept.append(value)
             return ("const", value)
-        if type(value) in (tuple, list) and any(_has_arrays(v) for v in value):
+        if type(value) in (tuple, list) and any(self._varies(v) for v in value):
             return ("seq", type(value), tuple(self.spec(v) for v in value))
-        if type(value) is dict and any(_has_arrays(v) for v in value.values()):
+        if type(value) is dict and any(self._varies(v) for v in value.values()):
             return ("dict", tuple((k, self.spec(v)) for k, v in value.items()))
-        return ("const", value)
+        return ("const", value)   # a dict of settings, a list of parameters: the object itself
+
+    def _varies(self, value):
+        """Whether `value` holds an array, or a tensor the call made or was given (what a
+        replay must put in anew)."""
+        if is_array(value):
+            return True
+        if isinstance(value, Tensor):
+            slot = self.slots.get(id(value.array))
+            return id(value) in self.slots or slot in self.produced or slot in self.inputs
+        if type(value) in (tuple, list):
+            return any(self._varies(v) for v in value)
+        return False
 
     def refuse(self, reason):
         if self.refusal is None:
@@ -101,6 +113,8 @@ class Tracer:
     def forward(self, op, ctx, arrays, attrs):
         """Op.apply's forward (ops/base.py `_forward`): run it, record one step."""
         backend, needs = ctx.backend, ctx.needs_input_grad
+        if autograd.active_tape() is not None:
+            self.refuse("a tape is being recorded (mg.autograd.record)")
         inputs = tuple([self.slot(a) for a in arrays])
         attr_spec = self.spec(attrs) if attrs else ("const", attrs)
         with paused():
@@ -171,14 +185,6 @@ class Tracer:
             value = function(*args)
         self.guards.append((function, spec, value))
         return value
-
-
-def _has_arrays(value):
-    if is_array(value) or isinstance(value, Tensor):
-        return True
-    if type(value) in (tuple, list):
-        return any(_has_arrays(v) for v in value)
-    return False
 
 
 class paused:  # noqa: N801  (a `with` block, like no_grad)
