@@ -68,8 +68,8 @@ def environment(fn, args, kwargs):
             found.append((kind, value))
             return
         if isinstance(value, Tensor):
-            found.append(("tensor", id(value), id(value.array), value.shape, value.dtype.str,
-                          value.requires_grad))
+            found.append((id(value), id(value.array), value.requires_grad))   # the array
+            # by identity: its shape and dtype stay
             state.add(id(value.array))
             names.setdefault(id(value.array), path)
             return

@@ -60,7 +60,7 @@ class Program:
 
 
 def _runners(steps, kept):
-    """Each step's runner, followed by dropping the slots it read or wrote for the last time
+    """Each step's runner, which then drops the slots it read or wrote for the last time
     (but those the call returns)."""
     last = {}
     for i, step in enumerate(steps):
@@ -70,16 +70,8 @@ def _runners(steps, kept):
     for slot, i in last.items():
         if slot not in kept:
             dead[i].append(slot)
-    return [_dropping(step.runner(), tuple(gone)) if gone else step.runner()
-            for step, gone in zip(steps, dead, strict=True)]
-
-
-def _dropping(run, gone):
-    def run_and_drop(s):
-        run(s)
-        for slot in gone:
-            s[slot] = None
-    return run_and_drop
+    used = {step.context for step in steps if isinstance(step, steps_module.Backward)}
+    return [step.runner(tuple(gone), used) for step, gone in zip(steps, dead, strict=True)]
 
 
 def _fingerprint(value, tracer):

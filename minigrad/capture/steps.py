@@ -14,6 +14,9 @@ from ..tensor import Tensor
 def getter(spec):
     """A function s -> value for a value spec of Tracer.spec."""
     kind = spec[0]
+    if kind == "seq" and all(p[0] in ("const", "slot") for p in spec[2]):   # the usual call
+        kind, parts = spec[1], [(p[0] == "slot", p[1]) for p in spec[2]]
+        return lambda s: kind([s[v] if in_slot else v for in_slot, v in parts])
     if kind == "const":
         value = spec[1]
         return lambda s: value
@@ -92,7 +95,9 @@ def keywords(spec, names):
 
 
 def _stored(value, backend, op):
-    return value if value is None else _backend_array(value, backend, op)
+    """An op's output as the engine keeps it (a NumPy scalar as a 0-d array)."""
+    return value if value is None or type(value) is backend.xp.ndarray else _backend_array(
+        value, backend, op)
 
 
 class Forward:
@@ -106,24 +111,34 @@ class Forward:
         self.writes = {k for k in outputs if k is not None} | {context}
         self.signature = ("forward", op, needs, inputs, identity(attrs), outputs)
 
-    def runner(self):
+    def runner(self, gone, used):
+        """The step as a function of the slots, which then drops the slots in `gone`; its
+        Context is kept only where a backward step reads it (`used`)."""
         op, backend, needs, inputs, outputs = (self.op, self.backend, self.needs, self.inputs,
                                                self.outputs)
-        context, many = self.context, self.many
+        context = self.context if self.context in used else None
+        many, single = self.many, self.outputs[0]
         attrs = self.attrs[1] if self.attrs[0] == "const" else None
         get_attrs = getter(self.attrs)
+        forward = None if op.read_only_inputs else op.forward   # else _forward's checks
 
         def run(s):
             ctx = Context(backend, needs, op)
-            _, result = _forward(op, ctx, [s[k] for k in inputs],
-                                 attrs if attrs is not None else get_attrs(s))
-            s[context] = ctx
+            kw = attrs if attrs is not None else get_attrs(s)
+            if forward is not None:
+                result = forward(ctx, *[s[k] for k in inputs], **kw)
+            else:
+                result = _forward(op, ctx, [s[k] for k in inputs], kw)[1]
+            if context is not None:
+                s[context] = ctx
             if many:
                 for k, out in zip(outputs, result, strict=True):
                     if k is not None:
                         s[k] = _stored(out, ctx.backend, op)
-            elif outputs[0] is not None:
-                s[outputs[0]] = _stored(result, ctx.backend, op)
+            elif single is not None:
+                s[single] = _stored(result, ctx.backend, op)
+            for k in gone:
+                s[k] = None
         return run
 
     def line(self, names):
@@ -145,7 +160,7 @@ class Backward:
         self.writes = {k for k in outputs if k is not None}
         self.signature = ("backward", op, context, inputs, outputs, on_arrays)
 
-    def runner(self):
+    def runner(self, gone, used):
         op, backend, context, inputs, outputs = (self.op, self.backend, self.context,
                                                  self.inputs, self.outputs)
         on_arrays = self.on_arrays
@@ -167,6 +182,8 @@ class Backward:
                             strict=True):
                 if k is not None:
                     s[k] = _stored(g.array if isinstance(g, Tensor) else g, backend, op)
+            for k in gone:
+                s[k] = None
         return run
 
     def line(self, names):
@@ -188,20 +205,23 @@ class Call:
         self.signature = ("call", identity(("const", function)), identity(args),
                           identity(kwargs), outputs)
 
-    def runner(self):
+    def runner(self, gone, used):
         function, outputs, kind = self.function, self.outputs, self.kind
-        get_args, get_kwargs = getter(self.args), getter(self.kwargs)
+        get_args = getter(self.args)
+        kwargs = self.kwargs[1] if self.kwargs[0] == "const" else None
+        get_kwargs = (lambda s: kwargs) if kwargs is not None else getter(self.kwargs)
         wanted = [(i, k) for i, k in enumerate(outputs) if k is not None]
 
         def run(s):
             value = function(*get_args(s), **get_kwargs(s))
-            if not wanted:
-                return
-            values = (value.array,) if kind == "tensor" else value if kind is tuple else (
-                value,)
-            for i, k in wanted:   # a NumPy scalar becomes a 0-d array, as while tracing
-                s[k] = numpy.asarray(values[i]) if isinstance(values[i], numpy.generic) \
-                    else values[i]
+            if wanted:
+                values = (value.array,) if kind == "tensor" else value if kind is tuple else (
+                    value,)
+                for i, k in wanted:   # a NumPy scalar becomes a 0-d array, as while tracing
+                    s[k] = numpy.asarray(values[i]) if isinstance(values[i], numpy.generic) \
+                        else values[i]
+            for k in gone:
+                s[k] = None
         return run
 
     def line(self, names):
