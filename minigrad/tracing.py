@@ -36,16 +36,21 @@ def guard(function, *args):
     return tracer.guard(function, args)
 
 
-def value_read(what):
-    """A tensor's values are read into Python (`item`, `numpy`): a replay could not take the
-    branch they decide, so a capture under way stops recording."""
+def refuse(reason):
+    """Something a replay could not do again happens: a capture under way will not replay."""
     tracer = _state.tracer
     if tracer is not None:
-        tracer.refuse(f"{what} reads a tensor's values into Python")
+        tracer.refuse(reason)
+
+
+def value_read(what):
+    """A tensor's values are read into Python (`item`, `numpy`): a replay could not take the
+    branch they decide."""
+    if _state.tracer is not None:
+        refuse(f"{what} reads a tensor's values into Python")
 
 
 def random_draw(what):
     """Random numbers are drawn outside a recorded step: a replay would not draw them again."""
-    tracer = _state.tracer
-    if tracer is not None:
-        tracer.refuse(f"{what} draws random numbers outside an op")
+    if _state.tracer is not None:
+        refuse(f"{what} draws random numbers outside an op")

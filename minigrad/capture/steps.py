@@ -45,9 +45,10 @@ def slots_read(spec):
 
 
 def identity(spec):
-    """What a spec stands for, comparable between two traces: numbers and strings by value,
-    slots by number, any other object by identity (a bound method by its object and
-    function)."""
+    """What a spec stands for, comparable between two traces: numbers, strings, tuples and
+    lists of them by value, slots by number, any other object by identity (a dict, such as an
+    optimizer's group, is passed by reference and read at replay; a bound method by its object
+    and function)."""
     kind = spec[0]
     if kind in ("slot", "tensor"):
         return (kind, spec[1])
@@ -60,11 +61,16 @@ def identity(spec):
         return ("const", type(value), value)
     if type(value) in (tuple, list):
         return ("const", type(value), tuple(identity(("const", v)) for v in value))
-    if type(value) is dict:
-        return ("const", dict, tuple((k, identity(("const", v))) for k, v in value.items()))
     owner = getattr(value, "__self__", None)
     return ("object", id(owner), id(getattr(value, "__func__", value)) if owner is not None
             else id(value))
+
+
+def keyword_identity(spec):
+    """identity() of the keywords of a call (a dict made for the call: by its items)."""
+    if spec[0] == "const":
+        return tuple((k, identity(("const", v))) for k, v in spec[1].items())
+    return identity(spec)
 
 
 def show(spec, names):
@@ -109,7 +115,7 @@ class Forward:
         self.attrs, self.outputs, self.context, self.many = attrs, outputs, context, many
         self.reads = set(inputs) | slots_read(attrs)
         self.writes = {k for k in outputs if k is not None} | {context}
-        self.signature = ("forward", op, needs, inputs, identity(attrs), outputs)
+        self.signature = ("forward", op, needs, inputs, keyword_identity(attrs), outputs)
 
     def runner(self, gone, used):
         """The step as a function of the slots, which then drops the slots in `gone`; its
@@ -203,7 +209,7 @@ class Call:
         self.reads = slots_read(args) | slots_read(kwargs)
         self.writes = {k for k in outputs if k is not None}
         self.signature = ("call", identity(("const", function)), identity(args),
-                          identity(kwargs), outputs)
+                          keyword_identity(kwargs), outputs)
 
     def runner(self, gone, used):
         function, outputs, kind = self.function, self.outputs, self.kind
