@@ -149,9 +149,10 @@ def _library(value):
 
 
 def _global_names(code):
-    """The global names a function's code (and the code nested in it) may read."""
-    names = set(code.co_names)
+    """The global names a function's code (and the code nested in it) may read, in the order
+    it first names them (the listing calls a parameter by the first name found)."""
+    names = dict.fromkeys(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
+            names.update(dict.fromkeys(_global_names(const)))
+    return list(names)
