@@ -187,7 +187,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     grads = run_backward(nodes, roots, root_grads, (), retain, create_graph)
     filled = [leaf for leaf in leaves if id(leaf) in grads]
     for leaf in filled:
-        tracing.run(accumulate_grad, leaf, grads[id(leaf)], create_graph)
+        if tracing.capturing:   # a step of a program mg.compile captures
+            tracing.run(accumulate_grad, leaf, grads[id(leaf)], create_graph)
+        else:
+            accumulate_grad(leaf, grads[id(leaf)], create_graph)
     hooks.run_backward_end_hooks(filled)
 
 

@@ -82,7 +82,7 @@ class Node:
             for i in changed:
                 saved[i] = saved_values.Unreadable(saved[i], version.changed_error(self, i))
         ctx._saved = tuple(saved) or None   # None: nothing saved
-        tracer = tracing._state.tracer   # mg.compile records the formula as a step
+        tracer = tracing.active() if tracing.capturing else None   # mg.compile records it
         try:
             grads = (self.op.backward(ctx, *grad_outputs) if tracer is None else
                      tracer.backward(self.op, ctx, grad_outputs, arrays, on_arrays))

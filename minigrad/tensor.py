@@ -264,7 +264,10 @@ class Tensor:
         """As in PyTorch, an assigned gradient has this tensor's shape, dtype and device."""
         if value is not None:
             _check_grad_assignment(self, value)
-        tracing.run(setattr, self, "_grad", value)   # a step of a program mg.compile captures
+        if tracing.capturing:   # a step of a program mg.compile captures
+            tracing.run(setattr, self, "_grad", value)
+        else:
+            self._grad = value
 
     @grad.deleter
     def grad(self):

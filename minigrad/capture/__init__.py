@@ -68,14 +68,14 @@ class Compiled:
         return self.last.code
 
     def __call__(self, *args, **kwargs):
-        if self.eager is not None or tracing._state.tracer is not None:   # or inside a trace
+        if self.eager is not None or tracing.active() is not None:   # or inside a trace
             return self.fn(*args, **kwargs)
         tensors, names, key = call_key(args, kwargs, self.arg_names)
         entry = self.entries.get(key)
         if entry is not None and entry.refusal is not None:
             return self.fn(*args, **kwargs)
         if entry is not None and entry.program is not None and (
-                environment(self.fn, args, kwargs)[0] == entry.environment):
+                environment(self.fn, args, kwargs, named=False)[0] == entry.environment):
             result = entry.program(tensors)
             if result is not MISSED:
                 return result
@@ -92,12 +92,12 @@ class Compiled:
         self.traces += 1
         before, state, state_names = environment(self.fn, args, kwargs)
         tracer = Tracer(tensors, state, state_names)
-        tracing._state.tracer = tracer
+        tracing.begin(tracer)
         try:
             result = self.fn(*args, **kwargs)
         finally:
-            tracing._state.tracer = None
-        after = environment(self.fn, args, kwargs)[0]
+            tracing.end()
+        after = environment(self.fn, args, kwargs, named=False)[0]
         if tracer.refusal is None:
             _check_result(tracer, result)
         if tracer.refusal is not None:

@@ -9,6 +9,7 @@ another), a module with its `training` flag and attributes, a Python list by its
 optimizer's settings are not: its update reads them at replay (the learning rate a scheduler
 sets, Adam's step count).
 """
+import functools
 import types
 
 import numpy
@@ -57,89 +58,93 @@ def _atom(value):
     return (type(value), value) if type(value) in _ATOMS else ("object", id(value))
 
 
-def environment(fn, args, kwargs):
+def environment(fn, args, kwargs, named=True):
     """(what `fn` sees, as a comparable list; the ids of the arrays of the tensors in it, which
-    a program reads by reference; a name for each of those arrays, for the listing)."""
+    a program reads by reference; a name for each of those arrays, for the listing). Before a
+    replay only the list is wanted (`named=False`: no names are made)."""
     found, state, names, seen = [], set(), {}, set()
+    note = found.append
 
     def visit(value, path, depth):
         kind = type(value)
         if kind in _ATOMS:
-            found.append((kind, value))
+            note((kind, value))
             return
-        if isinstance(value, Tensor):
-            found.append((id(value), id(value.array), value.requires_grad))   # the array
-            # by identity: its shape and dtype stay
+        if isinstance(value, Tensor):   # its array by identity: shape and dtype stay with it
+            note((id(value), id(value.array), value.requires_grad))
             state.add(id(value.array))
-            names.setdefault(id(value.array), path)
+            if path is not None:
+                names.setdefault(id(value.array), path)
             return
         if id(value) in seen or depth > _DEEPEST:
-            found.append(("object", id(value)))
+            note(("object", id(value)))
             return
         seen.add(id(value))
+        depth += 1
         if isinstance(value, Module):
-            found.append(("module", id(value), value.training))
+            note(("module", id(value), value.training))
             for key, item in vars(value).items():
                 if key in ("_parameters", "_buffers", "_modules"):
                     for name, child in item.items():
-                        visit(child, f"{path}.{name}", depth + 1)
+                        visit(child, path and f"{path}.{name}", depth)
                 elif key != "training":
-                    visit(item, f"{path}.{key}", depth + 1)
+                    visit(item, path and f"{path}.{key}", depth)
         elif isinstance(value, Optimizer):
             groups = [g["params"] for g in value.param_groups]
-            found.append(("optimizer", id(value), tuple(tuple(map(id, g)) for g in groups)))
+            note(("optimizer", id(value), tuple(tuple(map(id, g)) for g in groups)))
             for i, group in enumerate(groups):
                 for j, p in enumerate(group):
-                    visit(p, f"{path}.param_groups[{i}][{j}]", depth + 1)
+                    visit(p, path and f"{path}.param_groups[{i}][{j}]", depth)
         elif kind in (list, tuple, set, frozenset) and len(value) > _MOST_ITEMS:
-            found.append(("long", id(value), len(value)))
+            note(("long", id(value), len(value)))
         elif kind in (list, tuple):
-            found.append((kind, len(value)))
+            note((kind, len(value)))
             for i, item in enumerate(value):
-                visit(item, f"{path}[{i}]", depth + 1)
+                visit(item, path and f"{path}[{i}]", depth)
         elif kind is dict:
-            found.append((dict, tuple(_atom(k) for k in value)))
+            note((dict, tuple([_atom(k) for k in value])))
             for key, item in value.items():
-                visit(item, f"{path}[{key!r}]", depth + 1)
+                visit(item, path and f"{path}[{key!r}]", depth)
         elif kind is types.FunctionType and not _library(value):
-            found.append(("function", id(value)))
+            note(("function", id(value)))
             for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (),
                                   strict=True):
                 try:
-                    visit(cell.cell_contents, name, depth + 1)
+                    visit(cell.cell_contents, path and name, depth)
                 except ValueError:   # a cell not yet filled
-                    found.append(("empty cell", name))
+                    note(("empty cell", name))
+            scope = value.__globals__
             for name in _global_names(value.__code__):
-                if name in value.__globals__:
-                    visit(value.__globals__[name], name, depth + 1)
+                if name in scope:
+                    visit(scope[name], path and name, depth)
         elif kind is types.MethodType:
             visit(value.__self__, path, depth)
             visit(value.__func__, path, depth)
         elif isinstance(value, numpy.ndarray):
-            found.append(("array", id(value), value.shape, value.dtype.str))
+            note(("array", id(value), value.shape, value.dtype.str))
         elif _library(value) or not hasattr(value, "__dict__") or isinstance(
                 value, (type, types.ModuleType)):
-            found.append(("object", id(value)))
+            note(("object", id(value)))
         else:   # an object of the user's: its attributes
-            found.append(("object", id(value), kind))
+            note(("object", id(value), kind))
             for key, item in vars(value).items():
-                visit(item, f"{path}.{key}", depth + 1)
+                visit(item, path and f"{path}.{key}", depth)
 
     def visit_argument(value, path):   # its tensors are the call's, guarded by call_key
         if type(value) in (tuple, list):
             for i, item in enumerate(value):
-                visit_argument(item, f"{path}[{i}]")
+                visit_argument(item, path and f"{path}[{i}]")
         elif type(value) is dict:
             for key, item in value.items():
-                visit_argument(item, f"{path}[{key!r}]")
+                visit_argument(item, path and f"{path}[{key!r}]")
         elif not isinstance(value, Tensor):
             visit(value, path, 1)
 
-    visit(fn, getattr(fn, "__name__", "fn"), 0)
+    visit(fn, getattr(fn, "__name__", "fn") if named else None, 0)
     for i, value in enumerate(args):
-        visit_argument(value, f"arg{i}")
+        visit_argument(value, f"arg{i}" if named else None)
     for name, value in kwargs.items():
-        visit_argument(value, name)
+        visit_argument(value, name if named else None)
     return found, state, names
 
 
@@ -148,6 +153,7 @@ def _library(value):
     return module.split(".")[0] in _LIBRARIES
 
 
+@functools.lru_cache(maxsize=256)
 def _global_names(code):
     """The global names a function's code (and the code nested in it) may read, in the order
     it first names them (the listing calls a parameter by the first name found)."""
@@ -155,4 +161,4 @@ def _global_names(code):
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names.update(dict.fromkeys(_global_names(const)))
-    return list(names)
+    return tuple(names)

@@ -177,9 +177,8 @@ def _forward(op, ctx, arrays, attrs):
     """(the arrays forward got, its result): read-only views of the inputs for an op from
     outside minigrad (see Op.__init_subclass__), so a write into one is a clear error. While
     mg.compile captures a call, its tracer runs this and records it as a step."""
-    tracer = tracing._state.tracer
-    if tracer is not None:
-        return tracer.forward(op, ctx, arrays, attrs)
+    if tracing.capturing and tracing._state.tracer is not None:
+        return tracing._state.tracer.forward(op, ctx, arrays, attrs)
     if op.read_only_inputs:
         arrays = [_read_only(array) for array in arrays]
     try:

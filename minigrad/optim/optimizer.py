@@ -119,7 +119,10 @@ class Optimizer:
         self._opt_called = True
         for group in self.param_groups:
             for p in group["params"]:
-                tracing.run(self.step_parameter, p, group)   # one step of a compiled program
+                if tracing.capturing:   # one step of a program mg.compile captures
+                    tracing.run(self.step_parameter, p, group)
+                else:
+                    self.step_parameter(p, group)
         return loss
 
     def step_parameter(self, p, group):
