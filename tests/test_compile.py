@@ -325,13 +325,39 @@ def test_past_the_cache_a_warning_then_eager():
     assert step.eager is not None
 
 
-def test_a_returned_graph_is_refused():
+def test_a_compiled_module_trains_through_a_backward_after_the_call():
+    """model = mg.compile(model): the loss and its backward outside, the forward and its
+    backward replayed (one CompiledCall node); BN buffers, dropout, SGD as eager's."""
+    models = [lenet(), lenet()]
+    opts = [sgd_nesterov(m) for m in models]
+    compiled = mg.compile(models[1])
+    for i, (x, y) in enumerate(image_batches(30)):
+        losses = []
+        for model, opt in ((models[0], opts[0]), (compiled, opts[1])):
+            mg.manual_seed(i)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        assert same_bits(*losses), i
+        assert losses[1].grad_fn is not None
+    assert replayed(compiled._compiled)
+    assert_same_state(models[0], models[1], opts[0], opts[1])
+    assert "# the backward, run when the result is differentiated" in compiled.code
+    with mg.no_grad():   # another key (grad mode): a program without a backward
+        for _ in range(3):
+            mg.manual_seed(0)
+            out = compiled(x)
+            mg.manual_seed(0)
+            assert same_bits(out, models[0](x))
+
+
+def test_a_compiled_call_differentiated_twice_says_so():
     model = nn.Linear(4, 2)
     step = mg.compile(model)
-    with pytest.warns(RuntimeWarning, match="requires grad"):
+    for _ in range(3):
         out = step(X)
-    out.sum().backward()   # eager: the graph is there
-    assert model.weight.grad is not None
-    with mg.no_grad():
-        for _ in range(3):
-            assert same_bits(step(X), model(X))
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="a second time"):
+        out.sum().backward()

@@ -21,6 +21,7 @@ import warnings
 
 from .. import tracing
 from ..nn.module import Module
+from .differentiable import outputs_needing_grad, trace_backward
 from .guards import call_key, environment
 from .program import MISSED, Program
 from .tracer import Tracer
@@ -95,16 +96,18 @@ class Compiled:
         tracing.begin(tracer)
         try:
             result = self.fn(*args, **kwargs)
+            outputs = outputs_needing_grad(result)
+            wrt = None
+            if outputs and not tracer.backwards and tracer.refusal is None:
+                wrt = trace_backward(tracer, outputs, tensors)   # for a backward after it
         finally:
             tracing.end()
         after = environment(self.fn, args, kwargs, named=False)[0]
-        if tracer.refusal is None:
-            _check_result(tracer, result)
         if tracer.refusal is not None:
             entry.refusal = tracer.refusal
             self._warn(f"cannot be replayed, so it runs eagerly: {tracer.refusal}")
             return result
-        program = Program(tracer, self.__name__, names, result)
+        program = Program(tracer, self.__name__, names, result, outputs, wrt)
         if before != after:   # the call changed a Python value it sees: again, once more
             entry.side_effects += 1
             entry.candidate = None
@@ -127,17 +130,6 @@ class Compiled:
                           stacklevel=4)
 
 
-def _check_result(tracer, result):
-    """A returned tensor whose graph is left for a backward after the call could not be
-    replayed: the program would hand back a tensor without the graph."""
-    values = result if isinstance(result, (tuple, list)) else [result]
-    for value in values:
-        if getattr(value, "requires_grad", False) and not tracer.backwards:
-            tracer.refuse("the call returns a tensor that requires grad, for a backward after "
-                          "it; compile the whole step (forward, backward, optimizer step), or "
-                          "call it under mg.no_grad()")
-
-
 class CompiledModule(Module):
     """A module whose calls run compiled: `model = mg.compile(model)`. Its parameters,
     buffers and state dict are the wrapped module's."""
@@ -145,7 +137,10 @@ class CompiledModule(Module):
     def __init__(self, module, cache_size=8):
         super().__init__()
         self.module = module
-        object.__setattr__(self, "_compiled", Compiled(module.__call__, cache_size))
+        compiled = Compiled(module.__call__, cache_size)
+        compiled.__name__ = "forward"   # the listing reads as the module's forward
+        compiled.arg_names = list(inspect.signature(module.forward).parameters)
+        object.__setattr__(self, "_compiled", compiled)
 
     def forward(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)

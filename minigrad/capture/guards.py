@@ -118,7 +118,7 @@ def environment(fn, args, kwargs, named=True):
                 if name in scope:
                     visit(scope[name], path and name, depth)
         elif kind is types.MethodType:
-            visit(value.__self__, path, depth)
+            visit(value.__self__, path and "self", depth)
             visit(value.__func__, path, depth)
         elif isinstance(value, numpy.ndarray):
             note(("array", id(value), value.shape, value.dtype.str))

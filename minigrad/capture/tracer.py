@@ -31,6 +31,9 @@ class Tracer:
         self.produced = set()  # the slots steps write
         self.steps = []
         self.guards = []       # (function, args spec, the value it gave)
+        self.split = None      # where the backward of a differentiable call begins
+        self.seeds = []        # its slots for the gradients of the outputs
+        self.grads = []        # its slots of the gradient of each input (or None)
         self.refusal = None    # why this call cannot be replayed (the first reason)
         self.backwards = 0     # backward formulas recorded
         self.state = state     # ids of the arrays of tensors the function can see
@@ -74,6 +77,13 @@ class Tracer:
         slot = self._new(value)
         self.produced.add(slot)
         return value, slot
+
+    def seed(self, array):
+        """A slot for the gradient of an output of a differentiable call, filled at replay."""
+        slot = self._new(array)
+        self.produced.add(slot)
+        self.seeds.append(slot)
+        return array
 
     def spec(self, value):
         """How a replay gets `value`, an argument of a recorded call (steps.py reads it)."""
