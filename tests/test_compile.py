@@ -361,3 +361,25 @@ def test_a_compiled_call_differentiated_twice_says_so():
     out.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="a second time"):
         out.sum().backward()
+
+
+def test_gradient_clipping_inside_the_step():
+    def make():
+        step = linear_step(scales=[30.0])   # large gradients: clipped
+        model, opt = step.model, step.opt
+
+        def clipped(x):
+            loss = (model(x) * 30.0).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            mg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            mg.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+            opt.step()
+            return loss
+        clipped.model = model
+        return clipped
+
+    compiled, eager = twins(make)
+    run_both(compiled, eager, calls=6)
+    assert replayed(compiled)
+    assert same_bits(compiled.fn.model.weight, eager.model.weight)
