@@ -127,6 +127,7 @@ class Forward:
         attrs = self.attrs[1] if self.attrs[0] == "const" else None
         get_attrs = getter(self.attrs)
         forward = None if op.read_only_inputs else op.forward   # else _forward's checks
+        ndarray = backend.xp.ndarray
 
         def run(s):
             ctx = Context(backend, needs, op)
@@ -142,7 +143,8 @@ class Forward:
                     if k is not None:
                         s[k] = _stored(out, ctx.backend, op)
             elif single is not None:
-                s[single] = _stored(result, ctx.backend, op)
+                s[single] = result if type(result) is ndarray else _stored(result, ctx.backend,
+                                                                           op)
             for k in gone:
                 s[k] = None
         return run
