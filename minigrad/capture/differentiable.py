@@ -50,9 +50,8 @@ class CompiledCall(Op):
     """The replay of a differentiable compiled call: forward runs the forward steps of
     `program` on `slots`; backward puts the gradients of the outputs in the seed slots and
     runs the backward steps, giving one gradient per input (the arguments that require grad
-    and the leaves)."""
-
-    array_backward = True
+    and the leaves). The gradients come and go as tensors around the arrays (its backward is
+    not a formula to run on tensors again: create_graph is refused)."""
 
     @staticmethod
     def forward(ctx, *arrays, program, slots):
@@ -72,12 +71,9 @@ class CompiledCall(Op):
             raise RuntimeError("a compiled call does not take create_graph=True: its backward "
                                "is a replayed array program, not differentiable again")
         ctx.slots = None
-        as_tensors = any(isinstance(g, Tensor) for g in grads)
         for k, g, out in zip(program.seed_slots, grads, program.output_slots, strict=True):
-            g = g.array if isinstance(g, Tensor) else g
-            slots[k] = slots[out] * 0 if g is None else g   # an output no gradient reached
+            slots[k] = slots[out] * 0 if g is None else g.array   # None: no gradient reached it
         for run in program.backward_runs:
             run(slots)
-        found = [None if k is None else slots[k] for k in program.grad_slots]
-        return tuple([Tensor.from_array(g) if as_tensors and g is not None else g
-                      for g in found])
+        return tuple([None if k is None else Tensor.from_array(slots[k], ctx.backend)
+                      for k in program.grad_slots])
