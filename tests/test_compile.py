@@ -383,3 +383,25 @@ def test_gradient_clipping_inside_the_step():
     run_both(compiled, eager, calls=6)
     assert replayed(compiled)
     assert same_bits(compiled.fn.model.weight, eager.model.weight)
+
+
+def test_a_guard_on_the_targets_traces_again_when_they_change_kind():
+    """cross_entropy's branch on its targets (tracing.guard): a batch holding ignore_index
+    after the program was made for batches without it is traced again, never replayed wrong."""
+    w = mg.tensor(np.random.default_rng(4).standard_normal((4, 5)).astype(np.float32),
+                  requires_grad=True)
+
+    def loss_and_grad(x, y):
+        w.grad = None
+        loss = F.cross_entropy(x @ w, y, ignore_index=0)
+        loss.backward()
+        return loss, w.grad
+
+    step = mg.compile(loss_and_grad)
+    x = mg.tensor(np.random.default_rng(5).standard_normal((6, 4)).astype(np.float32))
+    plain, ignoring = mg.tensor([1, 2, 3, 4, 1, 2]), mg.tensor([1, 0, 3, 0, 1, 2])
+    for y in (plain, plain, plain, ignoring, plain, ignoring, ignoring, ignoring):
+        got = step(x, y)
+        want = loss_and_grad(x, y)
+        assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
+    assert replayed(step)
