@@ -8,7 +8,8 @@ weights) with SGD + Nesterov momentum and weight decay on the same float32 batch
 is forward, cross-entropy, zero_grad, backward and the optimizer step. After a warm-up the steps
 run in alternating chunks (minigrad, PyTorch, minigrad, ...), so a change in machine load hits
 both alike; the report gives each framework's median step time and their ratio, per-chunk ratio
-spread, the thread counts, the malloc settings and the peak memory.
+spread, the thread counts, the malloc settings and the peak memory. A third column runs the same
+network (same weights) with its step through `mg.compile` (docs/compile.md).
 
 Process settings come from `mg.tune_cpu`, as in the example (threads, glibc's malloc
 thresholds); --no-malloc-tuning leaves glibc's defaults. The report says what was in force.
@@ -32,21 +33,25 @@ from mnist_lenet_bn import lenet5, sgd  # noqa: E402
 import minigrad as mg  # noqa: E402
 
 
-def stepper(model, optim, cross_entropy, as_tensor, batches, lr=0.05):
+def stepper(model, optim, cross_entropy, as_tensor, batches, lr=0.05, compile=None):
     """A function step(i) that trains `model` on batch i (cycling through `batches`) with the
     example's SGD from the framework's `optim` (Nesterov momentum; weight decay on the weights,
-    not on BN and biases)."""
+    not on BN and biases); the training step goes through `compile` (mg.compile) if given."""
     optimizer = sgd(model, lr, momentum=0.9, weight_decay=5e-4, optim=optim)
     data = [(as_tensor(x), as_tensor(y)) for x, y in batches]
     model.train()
 
-    def step(i):
-        images, labels = data[i % len(data)]
+    def train(images, labels):
         loss = cross_entropy(model(images), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        return loss.item()
+        return loss
+
+    train = compile(train) if compile is not None else train
+
+    def step(i):
+        return train(*data[i % len(data)]).item()
 
     return step
 
@@ -108,6 +113,8 @@ def main(argv=None):
                         help="threads for both PyTorch and minigrad (default: PyTorch's "
                              "default for both; minigrad's default with --no-torch)")
     parser.add_argument("--no-torch", action="store_true", help="time minigrad alone")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="leave out the compiled step (mg.compile)")
     parser.add_argument("--no-malloc-tuning", action="store_true")
     args = parser.parse_args(argv)
 
@@ -118,6 +125,11 @@ def main(argv=None):
     model = lenet5(args.bn)
     steppers = {"minigrad": stepper(model, mg.optim, mg.nn.functional.cross_entropy,
                                     mg.tensor, batches)}
+    if not args.no_compile:   # the same network from the same weights, its step compiled
+        twin = lenet5(args.bn)
+        twin.load_state_dict(model.state_dict())
+        steppers["compiled"] = stepper(twin, mg.optim, mg.nn.functional.cross_entropy,
+                                       mg.tensor, batches, compile=mg.compile)
     threads = args.threads
     if not args.no_torch:
         import torch
@@ -150,9 +162,15 @@ def main(argv=None):
         print(f"ratio minigrad/pytorch {ratios[0]:.2f} (median step; per chunk "
               f"{min(chunk_ratios):.2f} .. {max(chunk_ratios):.2f}); fastest step "
               f"{ratios[1]:.2f}; CPU time {ratios[2]:.2f}")
-    peak = traced_peak(steppers["minigrad"])
-    print(f"minigrad peak traced memory per step: {peak / 2**20:.1f} MiB; process max RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if chunk_ratios and "compiled" in summary:
+        ratios = [a / b for a, b in zip(summary["compiled"], summary["pytorch"], strict=True)]
+        print(f"ratio compiled/pytorch {ratios[0]:.2f} (median step); fastest step "
+              f"{ratios[1]:.2f}; CPU time {ratios[2]:.2f}")
+    for name in [n for n in ("minigrad", "compiled") if n in steppers]:
+        peak = traced_peak(steppers[name])
+        print(f"{name} peak traced memory per step: {peak / 2**20:.1f} MiB")
+    print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} "
+          "MiB")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ arithmetic. After a warm-up the frameworks alternate in chunks (bench_lenet.inte
 change in machine load hits both; the report gives each one's median and fastest time and the
 minigrad / PyTorch ratio of the medians, with the spread of the per-chunk ratios. The makemore
 step also runs in NumPy alone with its backward written by hand (`numpy_stepper`): the floor for
-an engine on NumPy, so minigrad / NumPy is the engine's own cost.
+an engine on NumPy, so minigrad / NumPy is the engine's own cost. The "compiled" column is the
+minigrad step through `mg.compile` (docs/compile.md): traced on its first two calls, replayed
+as a flat array program after.
 """
 import argparse
 import os
@@ -48,19 +50,18 @@ def initial_weights(seed=0):
             "bnbias": rng.standard_normal((1, HIDDEN)) * 0.1}
 
 
-def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
+def makemore_stepper(lib, cross_entropy, batches, lr=0.1, compile=None):
     """step(i): one makemore MLP training step of framework `lib` (minigrad or torch) on batch
     i (cycling); returns the loss. `step.phases(i)` runs step i too and returns the seconds of
     its forward (to the loss), its backward (`p.grad = None` and `loss.backward()`) and its
-    update."""
+    update. With `compile` (mg.compile) the step, a function of the batch, goes through it."""
     params = {k: lib.tensor(v.astype(np.float32), requires_grad=True)
               for k, v in initial_weights().items()}
     data = [(lib.tensor(x), lib.tensor(y)) for x, y in batches]
     C, W1, W2, b2, bngain, bnbias = (params[k] for k in ("C", "W1", "W2", "b2", "bngain",
                                                            "bnbias"))
 
-    def forward(i):
-        Xb, Yb = data[i % len(data)]
+    def forward(Xb, Yb):
         emb = C[Xb]                                   # (32, 3, 10)
         embcat = emb.view(emb.shape[0], -1)           # (32, 30)
         hprebn = embcat @ W1                          # (32, 200), no bias: batch norm follows
@@ -80,15 +81,20 @@ def makemore_stepper(lib, cross_entropy, batches, lr=0.1):
         for p in params.values():
             p.data += -lr * p.grad
 
-    def step(i):
-        loss = forward(i)
+    def train(Xb, Yb):
+        loss = forward(Xb, Yb)
         backward(loss)
         update()
-        return loss.item()
+        return loss
+
+    train = compile(train) if compile is not None else train
+
+    def step(i):
+        return train(*data[i % len(data)]).item()
 
     def phases(i):
         start = time.perf_counter()
-        loss = forward(i)
+        loss = forward(*data[i % len(data)])
         forward_done = time.perf_counter()
         backward(loss)
         backward_done = time.perf_counter()
@@ -178,6 +184,9 @@ def report(title, walls, chunk_ratios):
     ratio = median["minigrad"] / median["pytorch"]
     print(f"  ratio minigrad/pytorch {ratio:.2f} (per chunk {min(chunk_ratios):.2f} .. "
           f"{max(chunk_ratios):.2f})")
+    if "compiled" in median:
+        print(f"  ratio compiled/pytorch {median['compiled'] / median['pytorch']:.2f} "
+              f"(mg.compile: the step traced twice, then replayed)")
     if "numpy" in median:
         print(f"  ratio numpy/pytorch {median['numpy'] / median['pytorch']:.2f} (the floor for "
               f"an engine on NumPy); minigrad/numpy {median['minigrad'] / median['numpy']:.2f}")
@@ -206,6 +215,8 @@ def main(argv=None):
     makemore = {"minigrad": makemore_stepper(mg, mg.nn.functional.cross_entropy, batches),
                 "pytorch": makemore_stepper(torch, torch.nn.functional.cross_entropy, batches)}
     makemore["numpy"] = numpy_stepper(batches)
+    makemore["compiled"] = makemore_stepper(mg, mg.nn.functional.cross_entropy, batches,
+                                            compile=mg.compile)
     first = {name: step(0) for name, step in makemore.items()}   # same weights, same loss
     check_same_step(first, {name: step.params for name, step in makemore.items()})
     tiny = {"minigrad": tiny_stepper(mg), "pytorch": tiny_stepper(torch)}

@@ -5,6 +5,7 @@
     python examples/mnist_lenet_bn.py --device cuda      # on the GPU (needs CuPy)
     mpiexec -n 2 python examples/mnist_lenet_bn.py --distributed   # 2 processes (see below)
     python examples/mnist_lenet_bn.py --export lenet.onnx   # also write the model as ONNX
+    python examples/mnist_lenet_bn.py --compile          # the training step via mg.compile
 
 The network (BN after each convolution and each hidden linear layer):
 
@@ -185,16 +186,25 @@ class Progress:
         return seconds
 
 
-def train_epoch(model, loader, optimizer, scheduler, progress):
-    """One pass over `loader`, stepping the lr `scheduler` after every batch; returns the mean
-    training loss."""
-    model.train()
-    for images, labels in loader:
+def training_step(model, optimizer):
+    """step(images, labels) -> (logits, loss): forward, backward and the optimizer's step."""
+    def step(images, labels):
         logits = model(images)
         loss = mg.nn.functional.cross_entropy(logits, labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        return logits, loss
+    return step
+
+
+def train_epoch(model, step, loader, scheduler, progress):
+    """One pass over `loader` with `step` (training_step, perhaps compiled), stepping the lr
+    `scheduler` after every batch (the optimizer reads its lr at every step, compiled or not);
+    returns the mean training loss."""
+    model.train()
+    for images, labels in loader:
+        logits, loss = step(images, labels)
         scheduler.step()
         correct = int((logits.array.argmax(axis=1) == labels.array).sum())
         progress.update(loss.item(), correct, labels.shape[0])
@@ -307,6 +317,8 @@ def parse_args(argv=None):
         help="also write the trained model as ONNX to PATH (needs the extra `onnx`)")
     add("--distributed", action="store_true",
         help="data-parallel over the ranks of mpiexec: SyncBatchNorm + DDP (see above)")
+    add("--compile", action="store_true",
+        help="run the training step through mg.compile (docs/compile.md): the same numbers")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "limit"):
         value = getattr(args, name)
@@ -343,6 +355,8 @@ def main(argv=None):
     net = model.module if args.distributed else model   # what is scored and saved
     optimizer = sgd(model, args.lr, args.momentum, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.epochs * len(train_loader))
+    step = training_step(model, optimizer)
+    step = mg.compile(step) if args.compile else step
 
     print(f"minigrad LeNet-5, bn={args.bn}, device={args.device}, {len(train_set)} training / "
           f"{len(test_set)} test images, batch {args.batch_size}, {args.epochs} epochs, "
@@ -354,7 +368,7 @@ def main(argv=None):
         if sampler is not None:
             sampler.set_epoch(epoch)
         progress = Progress(epoch, args.epochs, len(train_loader), args.plain or rank != 0)
-        history["loss"].append(train_epoch(model, train_loader, optimizer, scheduler, progress))
+        history["loss"].append(train_epoch(model, step, train_loader, scheduler, progress))
         history["step_losses"] += progress.step_losses
         history["train_acc"].append(100.0 * progress.correct / max(progress.examples, 1))
         history["seconds"].append(progress.close())

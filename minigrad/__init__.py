@@ -20,6 +20,7 @@ from . import (
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, device, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
+from .capture import compile  # noqa: A004  (mg.compile, as torch.compile)
 from .creation import (
                        BoolTensor,
                        ByteTensor,

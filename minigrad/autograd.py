@@ -9,7 +9,9 @@ its producer, so when a node is visited, all the gradient for its outputs has al
 The walk is a loop over a sorted list, never a recursion, so graphs of any depth work.
 Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re-exported here.
 """
-from . import forward_ad, hooks  # noqa: F401  (forward_ad re-exported: mg.autograd.forward_ad)
+import operator
+
+from . import forward_ad, hooks, tracing  # noqa: F401  (forward_ad re-exported: mg.autograd.forward_ad)
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401  (re-exported)
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
     enable_grad,
@@ -78,7 +80,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     def deliver(tensor, grad):
         key = value_key(tensor)
         summed = pending.get(key)
-        grad = grad if summed is None else summed + grad
+        grad = grad if summed is None else tracing.run(operator.add, summed, grad)
         # NumPy gives a full reduction, or the sum of two 0-d arrays, as a scalar: an array again
         pending[key] = tensor.backend.xp.asarray(grad) if on_arrays else grad
 
@@ -127,7 +129,7 @@ def _propagate(node, grads, deliver, on_arrays, watching):
                 f"{node.name}.backward returned a gradient of shape {grad.shape} for an "
                 f"input of shape {tensor.shape}")
         if grad.dtype != tensor.dtype:   # e.g. float32 * float64: each input's grad in its dtype
-            grad = grad.astype(tensor.dtype)
+            grad = tracing.run(type(grad).astype, grad, tensor.dtype)
         deliver(tensor, grad)
 
 
@@ -185,7 +187,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     grads = run_backward(nodes, roots, root_grads, (), retain, create_graph)
     filled = [leaf for leaf in leaves if id(leaf) in grads]
     for leaf in filled:
-        accumulate_grad(leaf, grads[id(leaf)], create_graph)
+        if tracing.capturing:   # a step of a program mg.compile captures
+            tracing.run(accumulate_grad, leaf, grads[id(leaf)], create_graph)
+        else:
+            accumulate_grad(leaf, grads[id(leaf)], create_graph)
     hooks.run_backward_end_hooks(filled)
 
 

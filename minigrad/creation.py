@@ -9,6 +9,7 @@ import numbers
 
 import numpy
 
+from . import tracing
 from .backends import get_backend
 from .batched import wrapped
 from .dtypes import as_dtype, get_default_dtype
@@ -98,15 +99,20 @@ def _from_samples(samples, dtype, device, requires_grad):
 
 
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples (drawn on the CPU from `generator`)."""
-    draw = numpy_generator(generator, "randn", batchable=True).standard_normal
-    return _random("randn", draw, shape, dtype, device, requires_grad)
+    """Standard normal samples (drawn on the CPU from `generator`; mg.compile draws again at
+    each replay)."""
+    return tracing.run(_drawn, "randn", generator, "standard_normal", shape, dtype, device,
+                       requires_grad)
 
 
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (drawn on the CPU from `generator`)."""
-    draw = numpy_generator(generator, "rand", batchable=True).random
-    return _random("rand", draw, shape, dtype, device, requires_grad)
+    return tracing.run(_drawn, "rand", generator, "random", shape, dtype, device, requires_grad)
+
+
+def _drawn(op, generator, method, shape, dtype, device, requires_grad):
+    draw = getattr(numpy_generator(generator, op, batchable=True), method)
+    return _random(op, draw, shape, dtype, device, requires_grad)
 
 
 def randn_like(t, dtype=None, requires_grad=False, generator=None):

@@ -8,7 +8,7 @@ not ops: the arithmetic in `accumulate_grad` runs through Tensor's methods when 
 import itertools
 import threading
 
-from . import saved_values, version
+from . import saved_values, tracing, version
 from .grad_mode import switched_to
 from .tensor import Tensor
 
@@ -67,7 +67,8 @@ class Node:
         ctx = self.ctx
         changed = [i for i, remembered in enumerate(self._saved_versions)   # (counter, then)
                    if remembered is not None and remembered[0].value != remembered[1]]
-        if on_arrays and self.op.array_backward and not changed:
+        arrays = on_arrays and self.op.array_backward and not changed
+        if arrays:
             saved = [where if kind != "input" else _array_of(self.inputs[where])
                      for kind, where, _ in self._saved_sources]
         else:
@@ -81,8 +82,10 @@ class Node:
             for i in changed:
                 saved[i] = saved_values.Unreadable(saved[i], version.changed_error(self, i))
         ctx._saved = tuple(saved) or None   # None: nothing saved
+        tracer = tracing.active() if tracing.capturing else None   # mg.compile records it
         try:
-            grads = self.op.backward(ctx, *grad_outputs)
+            grads = (self.op.backward(ctx, *grad_outputs) if tracer is None else
+                     tracer.backward(self.op, ctx, grad_outputs, arrays, on_arrays))
         finally:
             ctx._saved = None
         return grads if isinstance(grads, tuple) else (grads,)
@@ -144,7 +147,8 @@ def accumulate_grad(leaf, grad, create_graph):
     array of its own (backward formulas may hand out read-only views, or one tensor to several
     inputs) laid out in memory as a dense leaf is, as PyTorch's layout contract has it (so
     every later += runs over two arrays of one layout); with create_graph out of place, on the
-    tape. Under a lock: two threads running backward into one leaf lose nothing."""
+    tape. Under a lock: two threads running backward into one leaf lose nothing. Returns the
+    leaf's `.grad`."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):
@@ -155,3 +159,4 @@ def accumulate_grad(leaf, grad, create_graph):
         else:
             with switched_to(False):
                 leaf._grad.add_(grad)
+    return leaf._grad

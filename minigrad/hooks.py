@@ -20,7 +20,7 @@ Kept out of autograd.py so the engine stays small: it makes one call for each ki
 import itertools
 import weakref
 
-from . import grad_mode, graph
+from . import grad_mode, graph, tracing
 from .tensor import Tensor
 
 # node -> {output index -> {handle id -> hook}}, weak, so a graph that goes away takes its hooks
@@ -194,5 +194,7 @@ def register_backward_end_hook(hook):
 
 
 def run_backward_end_hooks(leaves):
+    if _backward_end_hooks:   # what they do is not recorded: a replay would skip it
+        tracing.refuse("a backward-end hook (DistributedDataParallel) runs")
     for hook in list(_backward_end_hooks.values()):
         hook(leaves)

@@ -14,8 +14,10 @@ bumps its version counter (minigrad/version.py). With autograd:
   saved the old value for backward find its version changed and raise.
 - minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
   rewrites the view's history as well); that is a clear error.
+
+Each write into an array goes through `tracing.run`, so that mg.compile records it.
 """
-from . import autograd, forward_ad, grad_mode, hooks, ops, random
+from . import autograd, forward_ad, grad_mode, hooks, ops, random, tracing
 from .ops._promotion import category
 from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
@@ -41,8 +43,8 @@ def arithmetic(x, name, other, alpha=1):
         new = _ARITHMETIC[name](_old_value(x), value)
         _rebase(x, new if new.dtype == x.dtype else new.astype(x.dtype))
     else:
-        getattr(xp, _UFUNC[name])(_writable(x, name), _raw(value), out=x.array,
-                                  casting="unsafe")   # allowed by _check_fits
+        tracing.run(getattr(xp, _UFUNC[name]), _writable(x, name), _raw(value), out=x.array,
+                    casting="unsafe")   # allowed by _check_fits
     bump_version(x)
     return x
 
@@ -62,7 +64,7 @@ def assign(x, name, index, value):
         _rebase(x, IndexPut.apply(_old_value(x), value, index=parts, gathers=gathers))
     else:
         try:
-            put(_writable(x, name), parts, _raw(value))
+            tracing.run(put, _writable(x, name), parts, _raw(value))
         except (ValueError, IndexError) as error:
             kind = ShapeError if isinstance(error, ValueError) else IndexError
             raise kind(f"{name}: cannot assign a value of shape {_shape(value)} to a tensor of "
@@ -103,7 +105,7 @@ def clamp(x, min=None, max=None):
             new = ops.where(new > max, max, new)
         _rebase(x, new)
     else:
-        xp.clip(_writable(x, "clamp_"), min, max, out=x.array)
+        tracing.run(xp.clip, _writable(x, "clamp_"), min, max, out=x.array)
     bump_version(x)
     return x
 
@@ -121,7 +123,7 @@ def apply(x, name, op, *args, **kwargs):
         with grad_mode.switched_to(False):
             new = op(x.detach(), *args, **kwargs)
         _check_fits(x, name, new, new.dtype)
-        _writable(x, name)[...] = new.array
+        tracing.run(put, _writable(x, name), Ellipsis, new.array)
     bump_version(x)
     return x
 
@@ -183,15 +185,14 @@ def _viewed_leaf(x):
 
 def _old_value(x):
     """x's value before the change, in memory of its own, at x's place in the graph."""
-    old = Tensor.from_array(x.array.copy(), x.backend)
+    old = Tensor.from_array(tracing.run(type(x.array).copy, x.array), x.backend)
     old.requires_grad, old._node, old._index = x.requires_grad, x._node, x._index
     return old
 
 
 def _rebase(x, new):
     """x takes new's value (into x's own memory) and new's place in the graph."""
-    _writable(x, "in-place")
-    x.array[...] = new.array
+    tracing.run(put, _writable(x, "in-place"), Ellipsis, new.array)
     retained = hooks.forget_retained(x)
     x.requires_grad, x._node, x._index = new.requires_grad, new._node, new._index
     if retained:   # retain_grad follows the tensor to its new version, as in PyTorch

@@ -18,6 +18,7 @@ import copy
 
 import numpy
 
+from . import tracing
 from .backends import get_backend
 from .vmap_levels import random_levels
 
@@ -135,6 +136,7 @@ def numpy_generator(generator, op, batchable=False):
     generator's for None, a CPU `Generator`'s stream, or a NumPy Generator as it is. Inside
     vmap a draw follows its randomness= (`random_levels`; `batchable`: `op` draws a batch)."""
     random_levels(op, batchable)
+    tracing.random_draw(op)
     if generator is None:
         return default_generator._stream
     if isinstance(generator, numpy.random.Generator):
@@ -151,6 +153,7 @@ def numpy_generator(generator, op, batchable=False):
 def device_generator(backend):
     """The default stream for draws made on `backend`'s device: the default generator's on
     the CPU; on a GPU, that device's own (seeded like the default one; other numbers)."""
+    tracing.random_draw("a random draw")
     if backend.device == "cpu":
         return default_generator._stream
     if backend not in _device_generators:

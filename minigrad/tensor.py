@@ -21,7 +21,7 @@ an uninitialised (2, 3) tensor of the default float dtype, `Tensor([1, 2])` data
 import numbers
 import reprlib
 
-from . import grad_mode
+from . import grad_mode, tracing
 from .backends import backend_of, get_backend, normalize_device
 from .backends import device as device_type
 from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
@@ -264,7 +264,10 @@ class Tensor:
         """As in PyTorch, an assigned gradient has this tensor's shape, dtype and device."""
         if value is not None:
             _check_grad_assignment(self, value)
-        self._grad = value
+        if tracing.capturing:   # a step of a program mg.compile captures
+            tracing.run(setattr, self, "_grad", value)
+        else:
+            self._grad = value
 
     @grad.deleter
     def grad(self):
@@ -311,12 +314,14 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad; use "
                                "tensor.detach().numpy() instead")
+        tracing.value_read("numpy()")
         return self._backend.to_numpy(self.array)
 
     def item(self):
         if self.array.size != 1:
             raise ValueError(f"item(): only one-element tensors convert to a Python number, "
                              f"this one has shape {self.shape}")
+        tracing.value_read("item()")
         return self._backend.to_numpy(self.array.reshape(())).item()
 
     def tolist(self):

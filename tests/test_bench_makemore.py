@@ -48,3 +48,14 @@ def test_a_step_timed_by_phases_is_the_same_step():
         assert len(seconds) == 3 and all(s > 0 for s in seconds)
     for name, p in timed.params.items():
         assert p.detach().numpy().tobytes() == plain.params[name].detach().numpy().tobytes()
+
+
+def test_the_compiled_stepper_trains_the_same_bits():
+    batches = _batches()
+    plain = _minigrad_stepper(batches)
+    compiled = bench_makemore.makemore_stepper(mg, mg.nn.functional.cross_entropy, batches,
+                                               compile=mg.compile)
+    for i in range(5):   # traced twice, then replayed
+        assert plain(i) == compiled(i)
+    for name, p in plain.params.items():
+        assert p.detach().numpy().tobytes() == compiled.params[name].detach().numpy().tobytes()

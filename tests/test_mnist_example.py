@@ -33,19 +33,21 @@ def mnist():
             mg.data.TensorDataset(images[-HELD_OUT:], labels[-HELD_OUT:]))
 
 
-def short_run(train_set, bn, epochs=2, batch_size=32, seed=0):
-    """Train `epochs` over train_set with the example's default optimizer and schedule; returns
-    (model, mean training loss per epoch)."""
+def short_run(train_set, bn, epochs=2, batch_size=32, seed=0, compile=False):
+    """Train `epochs` over train_set with the example's default optimizer and schedule (the
+    step through mg.compile if `compile`); returns (model, mean training loss per epoch)."""
     mg.manual_seed(seed)
     model = example.lenet5(bn)
     loader = mg.data.DataLoader(train_set, batch_size, shuffle=True, drop_last=True, seed=seed)
     defaults = example.parse_args([])
     optimizer = example.sgd(model, defaults.lr, defaults.momentum, defaults.weight_decay)
     scheduler = example.warmup_cosine(optimizer, epochs * len(loader))
+    step = example.training_step(model, optimizer)
+    step = mg.compile(step) if compile else step
     losses = []
     for _ in range(epochs):
         progress = example.Progress(1, 1, len(loader), plain=True)
-        losses.append(example.train_epoch(model, loader, optimizer, scheduler, progress))
+        losses.append(example.train_epoch(model, step, loader, scheduler, progress))
         progress.close()
     return model, losses
 
@@ -70,6 +72,17 @@ def test_short_training_run_learns(mnist, trained, bn):
     # ln(10) = 2.30 is the loss of a uniform guess; chance accuracy is 10%
     assert losses[-1] < 0.5 * losses[0], losses
     assert accuracy > 80.0, accuracy
+
+
+def test_compiled_training_gives_the_same_model(mnist, trained):
+    """--compile: the training step replayed by mg.compile, the lr schedule stepped outside it,
+    gives the eager run's weights, buffers and losses to the bit."""
+    model, losses = trained("fused")
+    compiled, compiled_losses = short_run(mnist[0], "fused", compile=True)
+    assert compiled_losses == losses
+    for (name, a), (_, b) in zip(model.state_dict().items(), compiled.state_dict().items(),
+                                 strict=True):
+        assert a.numpy().tobytes() == b.numpy().tobytes(), name
 
 
 def test_batch_norm_speeds_up_convergence(trained):

@@ -10,7 +10,7 @@ The math lives in the ops (`ops.fused_batch_norm`, with `affine_channels`, the p
 y * weight + bias of the composed form; `ops.normalize`); this module only picks the op and
 moves the buffers.
 """
-from .. import ops
+from .. import ops, tracing
 from ..ops.fused_batch_norm import affine_channels, batch_norm_checked
 from ..ops.fused_batch_norm_act import Activation, FusedBatchNormAct, composed_activation
 from ..version import bump_version, in_place
@@ -39,7 +39,12 @@ def update_running_stats(running_mean, running_var, mean, var, count, factor):
     """running = (1 - factor) * running + factor * batch, in place on the buffers' arrays (so
     unrecorded), with the batch variance made unbiased (var * count / (count - 1)), PyTorch's
     convention. `count` (values per statistic) is above 1. Both buffers' versions move on, so a
-    graph that read them (an evaluation-mode forward) refuses a backward afterwards."""
+    graph that read them (an evaluation-mode forward) refuses a backward afterwards. (One step
+    of a program mg.compile captures.)"""
+    tracing.run(_move_running_stats, running_mean, running_var, mean, var, count, factor)
+
+
+def _move_running_stats(running_mean, running_var, mean, var, count, factor):
     unbiased = var.array * (count / (count - 1))
     for running, batch in ((running_mean, mean.array), (running_var, unbiased)):
         running.array *= 1.0 - factor

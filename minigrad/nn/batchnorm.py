@@ -33,7 +33,7 @@ norm, memory="output" by default.
 """
 import contextlib
 
-from .. import creation
+from .. import creation, tracing
 from ..ops.errors import ShapeError
 from ..ops.fused_batch_norm import check_batch_norm
 from ..tensor import Tensor
@@ -173,7 +173,7 @@ class _BatchNorm(Module):
         of batches; inside population_statistics: its share of the values). A batch whose block
         raises is not counted."""
         population = self._population_count
-        self.num_batches_tracked.array += 1   # in place on the 0-d array
+        tracing.run(_count, self.num_batches_tracked, 1)   # in place on the 0-d array
         if population is not None:
             self._population_count += count
             factor = count / self._population_count if self._population_count else 0.0
@@ -184,7 +184,7 @@ class _BatchNorm(Module):
         try:
             yield factor
         except BaseException:
-            self.num_batches_tracked.array -= 1   # the batch was not used
+            tracing.run(_count, self.num_batches_tracked, -1)   # the batch was not used
             self._population_count = population
             raise
 
@@ -232,3 +232,8 @@ class BatchNorm2d(_BatchNorm):
 class BatchNorm3d(_BatchNorm):
     __doc__ = _LAYER_DOC.format(shape="(N, C, D, H, W)")
     _dims = (5,)
+
+
+def _count(counter, batches):
+    """num_batches_tracked += batches, on its 0-d array (a step of a compiled program)."""
+    counter.array += batches

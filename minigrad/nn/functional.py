@@ -6,7 +6,7 @@ import math
 
 import numpy
 
-from .. import creation, ops
+from .. import creation, ops, tracing
 from ..batched import wrapped
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
@@ -130,14 +130,19 @@ def _dropout(op, input, p, training, mask_shape):
         raise ValueError(f"{op}: p must be between 0 and 1, not {p}")
     if not training or p == 0.0:
         return input
-    backend = input.backend
     at = random_levels(op, batchable=True)   # inside vmap with randomness='different'
-    keep = device_generator(backend).random(batch_sizes(at) + tuple(mask_shape),
-                                            dtype=numpy.float32) >= p
-    mask = keep.astype(input.dtype)
+    mask = tracing.run(_dropout_mask, input.backend, batch_sizes(at) + tuple(mask_shape), p,
+                       input.dtype)
+    return ops.mul(input, wrapped(Tensor.from_array(mask, input.backend), at))
+
+
+def _dropout_mask(backend, shape, p, dtype):
+    """0 with probability p, 1 / (1 - p) otherwise: a draw that mg.compile replays."""
+    keep = device_generator(backend).random(shape, dtype=numpy.float32) >= p
+    mask = keep.astype(dtype)
     if p < 1.0:
         mask *= 1.0 / (1.0 - p)
-    return ops.mul(input, wrapped(Tensor.from_array(mask, backend), at))
+    return mask
 
 
 def log_softmax(input, dim=-1):

@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, forward_ad, grad_mode, version, vmap_levels
+from .. import autograd, forward_ad, grad_mode, tracing, version, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -180,7 +180,10 @@ class Op:
 
 def _forward(op, ctx, arrays, attrs):
     """(the arrays forward got, its result): read-only views of the inputs for an op from
-    outside minigrad (see Op.__init_subclass__), so a write into one is a clear error."""
+    outside minigrad (see Op.__init_subclass__), so a write into one is a clear error. While
+    mg.compile captures a call, its tracer runs this and records it as a step."""
+    if tracing.capturing and tracing._state.tracer is not None:
+        return tracing._state.tracer.forward(op, ctx, arrays, attrs)
     if op.read_only_inputs:
         arrays = [_read_only(array) for array in arrays]
     try:

@@ -15,7 +15,7 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 """
 import numpy
 
-from .. import autograd
+from .. import autograd, tracing
 from ..batched import BatchedTensor
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
@@ -198,8 +198,9 @@ def _index_targets(op, input, target, weight, ignore_index):
     """(onehot, q, kept, total): the one-hot rows of class-index `target` (zero rows where the
     target is ignore_index), the same scaled by the class weights, which rows are kept (None
     where all are and the device can say so at once: see `_kept_rows`), and the sum of the kept
-    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array)."""
-    xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
+    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array). Array code outside
+    an op: mg.compile records it as one step, guarded on what the targets hold."""
+    classes = input.shape[0 if input.ndim == 1 else 1]
     target = _as_tensor(op, "target", target, input).array
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype "
@@ -208,27 +209,46 @@ def _index_targets(op, input, target, weight, ignore_index):
     if target.shape != _batch_shape(input.shape):
         raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
                          f"{input.shape}: expected {_batch_shape(input.shape)}")
+    kind = tracing.guard(_targets_kind, input.backend, target, classes, ignore_index)
+    return tracing.run(_one_hot, op, input, target, None if weight is None else weight.array,
+                       ignore_index, kind)
+
+
+def _targets_kind(backend, target, classes, ignore_index):
+    """What the class indices `target` hold, read where the device answers at once (the CPU;
+    "unknown" on a device that defers reads): "plain" (inside [0, classes) and ignore_index not
+    among them, the usual batch: nothing more to do), "all kept" (ignore_index not among
+    them) or "some ignored"."""
+    if backend.defers_checks:
+        return "unknown"
+    if target.size:
+        low, high = backend.to_host(target.min(), target.max())
+        if 0 <= low and high < classes and not low <= ignore_index <= high:
+            return "plain"
+    return "all kept" if bool((target != ignore_index).all()) else "some ignored"
+
+
+def _one_hot(op, input, target, weight, ignore_index, kind):
+    """_index_targets' arrays, for targets of `kind` (_targets_kind)."""
+    xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
     flat = target.reshape(-1)
-    kept = _kept_rows(op, input, flat, classes, ignore_index)
+    kept = _kept_rows(op, input, flat, classes, ignore_index, kind)
     onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: no match, a zero row
     if kept is not None:
         onehot &= kept[:, None]   # an ignore_index inside [0, classes) matches a class
     q = onehot.astype(input.dtype)
     if weight is not None:
-        q *= weight.array.astype(input.dtype, copy=False)
+        q *= weight.astype(input.dtype, copy=False)
     return onehot, q, kept, xp.asarray(q.sum())
 
 
-def _kept_rows(op, input, flat, classes, ignore_index):
+def _kept_rows(op, input, flat, classes, ignore_index, kind):
     """Which of the class indices `flat` count (are not ignore_index), or None where all do; an
-    index outside [0, classes) that is not ignore_index is an IndexRangeError. Where the device
-    answers at once (the CPU) the range of the indices is read first: targets inside [0,
-    classes) without ignore_index among them, the usual batch, need nothing more."""
+    index outside [0, classes) that is not ignore_index is an IndexRangeError. Targets of kind
+    "plain" (_targets_kind: the range was read first) need nothing more."""
     backend = input.backend
-    if not backend.defers_checks and flat.size:
-        low, high = int(flat.min()), int(flat.max())
-        if 0 <= low and high < classes and not low <= ignore_index <= high:
-            return None
+    if kind == "plain":
+        return None
     kept = flat != ignore_index
     bad = kept & ((flat < 0) | (flat >= classes))
     # through backend.check: on the GPU it is read with the next host read (the loss's
@@ -236,7 +256,7 @@ def _kept_rows(op, input, flat, classes, ignore_index):
     backend.check(bad.any(), lambda: (
         f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
         f"of shape {input.shape}"), IndexRangeError)
-    return None if not backend.defers_checks and bool(kept.all()) else kept
+    return None if kind == "all kept" else kept
 
 
 def _per_example(loss, input, target, weight, ignore_index, reduction, **options):

@@ -13,7 +13,7 @@ one implementation) and `capturable`, `differentiable` and `fused` when False.
 """
 import warnings
 
-from .. import autograd, version
+from .. import autograd, tracing, version
 from ..tensor import Tensor
 
 # What PyTorch's switches ask for, which minigrad's off-the-tape array updates cannot give.
@@ -119,12 +119,21 @@ class Optimizer:
         self._opt_called = True
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
-                    grad = -p.grad.array if group.get("maximize") else p.grad.array
-                    with version.IN_PLACE_LOCK:   # a save in another thread sees all or none
-                        self._update(p, grad, self.state.setdefault(p, {}), group)
-                    version.bump_version(p)   # p changed in place: graphs that saved it know
+                if tracing.capturing:   # one step of a program mg.compile captures
+                    tracing.run(self.step_parameter, p, group)
+                else:
+                    self.step_parameter(p, group)
         return loss
+
+    def step_parameter(self, p, group):
+        """Update one parameter of `group`, if it has a gradient. mg.compile replays this call
+        as it is, so the settings (a scheduler's lr) and the state (Adam's step count) are
+        read again at every step."""
+        if p.grad is not None:
+            grad = -p.grad.array if group.get("maximize") else p.grad.array
+            with version.IN_PLACE_LOCK:   # a save in another thread sees all or none
+                self._update(p, grad, self.state.setdefault(p, {}), group)
+            version.bump_version(p)   # p changed in place: graphs that saved it know
 
     def _update(self, param, grad, state, group):
         raise NotImplementedError

@@ -4,7 +4,7 @@ import contextlib
 
 import numpy
 
-from ... import autograd, ops
+from ... import autograd, ops, tracing
 from ...tensor import Tensor, as_tensor
 from ...version import bump_version
 from ..batchnorm import _BatchNorm
@@ -77,18 +77,26 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     grads = _grads(parameters)
     if not grads:
         return as_tensor(0.0)
-    xp, dtype = grads[0].backend.xp, grads[0].dtype
+    total = tracing.run(_clip_norm, grads[0].backend.xp, [g.array for g in grads], max_norm,
+                        norm_type, error_if_nonfinite)   # a step of a program mg.compile captures
+    for g in grads:
+        bump_version(g)                 # changed in place (as torch's mul_ counts)
+    return Tensor.from_array(total, grads[0].backend)
+
+
+def _clip_norm(xp, grads, max_norm, norm_type, error_if_nonfinite):
+    """clip_grad_norm_ on the gradients' arrays, in place; returns the total norm."""
+    dtype = grads[0].dtype
     order = float(norm_type)
-    total = _norm(xp, [_norm(xp, g.array.reshape(-1), order) for g in grads], order)
+    total = _norm(xp, [_norm(xp, g.reshape(-1), order) for g in grads], order)
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
                            f"gradients is {float(total)}, so they cannot be clipped; pass "
                            "error_if_nonfinite=False to scale them by it anyway")
     scale = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
     for g in grads:
-        g.array *= scale.astype(g.dtype, copy=False)
-        bump_version(g)                 # changed in place (as torch's mul_ counts)
-    return Tensor.from_array(total, grads[0].backend)
+        g *= scale.astype(g.dtype, copy=False)
+    return total
 
 
 def _norm(xp, values, order):
@@ -104,7 +112,7 @@ def _norm(xp, values, order):
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient, in place, to [-clip_value, clip_value]. `foreach` is ignored."""
     for g in _grads(parameters):
-        g.backend.xp.clip(g.array, -clip_value, clip_value, out=g.array)
+        tracing.run(g.backend.xp.clip, g.array, -clip_value, clip_value, out=g.array)
         bump_version(g)
 
 
