@@ -16,6 +16,7 @@ from . import (
                        ops,
                        optim,
                        tensor_methods,
+                       utils,
                        viz,
 )
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled

@@ -2,9 +2,12 @@
 
 `get_backend("cpu" | "cuda")` returns the backend for a device; `backend_of(array)` the backend
 that owns an array. The CUDA backend is loaded on first use, so importing minigrad never needs CuPy.
+`cudnn`, `cuda` and `mps` are PyTorch's switches of torch.backends, kept for scripts
+(torch_flags.py).
 """
 from .base import Backend
 from .numpy_backend import NumpyBackend
+from .torch_flags import cuda, cudnn, mps  # noqa: F401  (mg.backends.cudnn.benchmark = ...)
 
 _numpy_backend = NumpyBackend()
 _cuda_backend = None
