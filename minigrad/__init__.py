@@ -5,6 +5,7 @@ import types
 
 from . import (
                        accelerator,
+                       amp,
                        autograd,
                        cuda,
                        data,
@@ -15,8 +16,10 @@ from . import (
                        ops,
                        optim,
                        tensor_methods,
+                       utils,
                        viz,
 )
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import DeviceError, cpu_settings, device, get_backend
 from .backends.cpu_settings import get_num_threads, set_num_threads, tune_cpu
@@ -56,8 +59,10 @@ from .creation import (
                        zeros_like,
 )
 from .dlpack import from_dlpack
-from .dtypes import bool_ as bool  # noqa: A001  (PyTorch's name; shadows bool only as mg.bool)
 from .dtypes import (
+                       bfloat16,
+                       cdouble,
+                       cfloat,
                        complex64,
                        complex128,
                        double,
@@ -72,8 +77,13 @@ from .dtypes import (
                        int64,
                        long,
                        set_default_dtype,
+                       short,
                        uint8,
+                       uint16,
+                       uint32,
+                       uint64,
 )
+from .dtypes import bool_ as bool  # noqa: A001  (PyTorch's name; shadows bool only as mg.bool)
 from .dtypes import float32 as float  # noqa: A001
 from .dtypes import int32 as int  # noqa: A001
 from .functions import *  # noqa: F403  (mg.exp, mg.cat, mg.sum, ...: the names of functions.__all__)
@@ -92,6 +102,7 @@ from .serialization import CheckpointError, load, save
 from .tensor import Tensor
 
 autograd.functional = func.functional   # mg.autograd.functional, as in PyTorch
+cuda.amp = amp.cuda_amp                 # mg.cuda.amp.GradScaler / autocast, as in PyTorch
 tensor_methods.attach()   # Tensor's operators and methods, now that the ops exist
 cpu_settings.apply_default_threads()   # one BLAS thread unless the environment says otherwise
 

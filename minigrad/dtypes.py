@@ -6,12 +6,17 @@ A minigrad dtype IS a NumPy dtype: `mg.float32 is numpy.dtype("float32")`, so
 arrays handed out by `x.numpy()` carry the same object. The names and aliases are PyTorch's:
 
     mg.float16 = mg.half      mg.float32 = mg.float     mg.float64 = mg.double
-    mg.int8  mg.int16         mg.int32 = mg.int         mg.int64 = mg.long
-    mg.uint8                  mg.bool                   mg.complex64  mg.complex128
+    mg.int8  mg.int16 = mg.short    mg.int32 = mg.int   mg.int64 = mg.long
+    mg.uint8  mg.uint16  mg.uint32  mg.uint64      mg.bool
+    mg.complex64 = mg.cfloat  mg.complex128 = mg.cdouble
 
 A string names a dtype as PyTorch does: "float" is float32 (NumPy would read float64), "double"
 float64, "half" float16, "int" int32, "long" int64. Python's types keep NumPy's (and PyTorch's)
-meaning: float is float64, int int64. bfloat16 has no NumPy dtype and is not offered.
+meaning: float is float64, int int64.
+
+`mg.bfloat16` is a name only: NumPy has no bfloat16 arithmetic, so minigrad has no bfloat16
+tensors, and any use of the name (`dtype=mg.bfloat16`, `mg.autocast("cpu", mg.bfloat16)`) is
+a clear error; scripts that merely list it (nanoGPT's table of dtypes) run.
 """
 import numpy
 
@@ -21,12 +26,28 @@ _TORCH_NAMES = {"float": "float32", "double": "float64", "half": "float16", "int
 float16 = half = numpy.dtype("float16")
 float32 = numpy.dtype("float32")
 float64 = double = numpy.dtype("float64")
-int8, int16 = numpy.dtype("int8"), numpy.dtype("int16")
+int8 = numpy.dtype("int8")
+int16 = short = numpy.dtype("int16")
 int32 = numpy.dtype("int32")
 int64 = long = numpy.dtype("int64")
-uint8 = numpy.dtype("uint8")
-complex64, complex128 = numpy.dtype("complex64"), numpy.dtype("complex128")
+uint8, uint16 = numpy.dtype("uint8"), numpy.dtype("uint16")
+uint32, uint64 = numpy.dtype("uint32"), numpy.dtype("uint64")
+complex64 = cfloat = numpy.dtype("complex64")
+complex128 = cdouble = numpy.dtype("complex128")
 bool_ = numpy.dtype("bool")
+
+
+class _NameOnly:
+    """A PyTorch dtype minigrad has no tensors of: its name, refused by `as_dtype`."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minigrad.{self.name}"
+
+
+bfloat16 = _NameOnly("bfloat16")
 
 _default_float = float32
 
@@ -36,6 +57,9 @@ def as_dtype(dtype):
     None stays None."""
     if dtype is None or isinstance(dtype, numpy.dtype):
         return dtype
+    if dtype is bfloat16 or dtype == "bfloat16":
+        raise TypeError("dtype: minigrad has no bfloat16 tensors (NumPy has no bfloat16 "
+                        "arithmetic); use mg.float16 or mg.float32 (mg.autocast runs in float16)")
     if isinstance(dtype, str):
         dtype = _TORCH_NAMES.get(dtype, dtype)
     try:

@@ -25,6 +25,7 @@ import threading
 class _ThreadState(threading.local):
     grad_enabled = True   # class attributes: every new thread starts with recording on,
     inference = False     # outside inference mode
+    autocast = None       # the casting rules of mg.autocast while a block is on (minigrad/amp/)
 
 
 _state = _ThreadState()

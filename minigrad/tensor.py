@@ -406,6 +406,13 @@ class Tensor:
     def __float__(self): return float(self.item())
     def __int__(self): return int(self.item())
 
+    def __index__(self):
+        """A one-element integer tensor as a Python index (`names[i]`, `range(n)`), as PyTorch."""
+        if self.dtype.kind not in "iub" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
     # ------------------------------------------------------------------ display
     def __repr__(self):
         return tensor_repr(self)

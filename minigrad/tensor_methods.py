@@ -105,6 +105,14 @@ class TensorMethods:
     def __rpow__(self, base): return ops.pow(base, self)
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
+    def add(self, other, *, alpha=1): return ops.add(self, other, alpha=alpha)
+    def sub(self, other, *, alpha=1): return ops.sub(self, other, alpha=alpha)
+    subtract = sub
+    def mul(self, other): return ops.mul(self, other)
+    multiply = mul
+    def div(self, other): return ops.div(self, other)
+    divide = true_divide = div
+    def matmul(self, other): return ops.matmul(self, other)
     def __getitem__(self, index): return ops.getitem(self, index)
 
     # Comparisons are not differentiable: they give boolean tensors.
@@ -380,6 +388,7 @@ class TensorMethods:
     def char(self): return self.astype("int8")
     def short(self): return self.astype("int16")
     is_cuda = property(lambda self: self.device == "cuda")
+    is_xpu = is_mps = property(lambda self: False)   # minigrad's devices: the CPU and CUDA
 
     def type(self, dtype=None):
         """The type name (no argument), or this tensor cast to `dtype` (see module docstring)."""

@@ -425,3 +425,15 @@ def test_inside_forward_mode_and_vmap_a_compiled_function_runs_eagerly():
         expected = fwd_ad.unpack_dual(f(fwd_ad.make_dual(x, v))).tangent
     assert tangent is not None and same_bits(tangent, expected)
     assert same_bits(mg.func.vmap(compiled)(x), mg.func.vmap(f)(x))
+
+
+def test_under_autocast_a_compiled_function_runs_eagerly():
+    """autocast casts (and caches its casts) per block: a program traced outside it would run
+    in float32 inside it. The call runs as written, in float16 where autocast says."""
+    lin = mg.nn.Linear(4, 3)
+    compiled = mg.compile(lambda x: lin(x))
+    x = mg.randn(2, 4)
+    for _ in range(3):
+        assert compiled(x).dtype == mg.float32
+    with mg.autocast("cpu", dtype=mg.float16):
+        assert compiled(x).dtype == mg.float16

@@ -510,3 +510,41 @@ def test_tape_tour_writes_under_runs_by_default(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["runs"]
     done = start_example("tape_tour.py", "--help", cwd=tmp_path)
     assert "--out" in done.stdout and "runs/tape_tour/graph.svg" in done.stdout
+
+
+# ---------------------------------------------------------------- the sequence models on text
+
+def curve_and_sample(output):
+    """(the printed loss curve, the sample: all that follows the line "sample:")."""
+    return bracketed(line_with(output, "loss curve:")), output.split("sample:\n", 1)[1][:-1]
+
+
+def test_char_lstm_learns_and_samples(tmp_path):
+    output = run_example("char_lstm.py", "--steps", "60", "--log-every", "20", "--hidden", "48",
+                         "--layers", "2", "--embed", "16", "--sample-length", "80", "--lr", "0.01",
+                         cwd=tmp_path)
+    text = (EXAMPLES / "data" / "declaration.txt").read_text()
+    vocab = len(set(text))
+    lstm = torch.nn.LSTM(16, 48, 2)   # the parameter count, from PyTorch's own layer
+    expected = vocab * 16 + sum(p.numel() for p in lstm.parameters()) + 48 * vocab + vocab
+    assert line_with(output, f"{len(text)} characters").endswith(f"{expected} parameters")
+    curve, sample = curve_and_sample(output)
+    assert len(curve) == 3 and curve[-1] < curve[0] - 0.5 and curve[0] < np.log(vocab) + 0.3
+    assert len(sample) == 80 and set(sample) <= set(text)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tiny_gpt_learns_and_samples(tmp_path):
+    layers, width, block = 2, 32, 32
+    output = run_example("tiny_gpt.py", "--steps", "60", "--log-every", "20", "--n-layer",
+                         str(layers), "--n-embd", str(width), "--block-size", str(block),
+                         "--sample-length", "70", "--top-k", "10", cwd=tmp_path)
+    text = (EXAMPLES / "data" / "declaration.txt").read_text()
+    vocab, c = len(set(text)), width
+    norms, attention = 2 * (2 * c), (3 * c * c + 3 * c) + (c * c + c)
+    per_block = norms + attention + (4 * c * c + 4 * c) + (4 * c * c + c)
+    expected = vocab * c + block * c + layers * per_block + 2 * c   # lm_head tied to wte
+    assert line_with(output, f"{len(text)} characters").endswith(f"{expected} parameters")
+    curve, sample = curve_and_sample(output)
+    assert len(curve) == 3 and curve[-1] < curve[0] - 0.3
+    assert len(sample) == 70 and sample[0] == "T" and set(sample) <= set(text)

@@ -160,8 +160,8 @@ def test_dropout2d_drops_whole_channels_scales_and_is_the_identity_in_eval():
     mg.manual_seed(4)
     np.testing.assert_array_equal(first, nn.functional.dropout2d(x, 0.5).detach().numpy())
     with pytest.raises(ValueError, match=r"dropout2d: expected input \(N, C, H, W\), got shape "
-                                         r"\(3, 4, 5\)"):
-        nn.functional.dropout2d(mg.ones(3, 4, 5))
+                                         r"\(3,\)"), pytest.warns(UserWarning, match="1-D input"):
+        nn.functional.dropout2d(mg.ones(3))   # 2-D and 3-D inputs warn: test_contract_gaps.py
     with pytest.raises(ValueError, match="Dropout2d: p must be between 0 and 1"):
         nn.Dropout2d(2)
 

@@ -134,7 +134,7 @@ def test_errors_name_the_op_and_what_was_expected():
         ops.topk(t, 6)
     with pytest.raises(TypeError, match=r"cumsum: dim is required"):
         ops.cumsum(t, None)
-    with pytest.raises(ValueError, match=r"norm: p must be 'fro', inf, -inf or a number > 0"):
-        ops.norm(t, -1)
+    with pytest.raises(ValueError, match=r"norm: p must be 'fro' or a number"):
+        ops.norm(t, "nuc")
     with pytest.raises(TypeError, match=r"softmax: expected a floating tensor"):
         ops.softmax(mg.tensor([1, 2]))   # sin of an int tensor is float32, as in torch

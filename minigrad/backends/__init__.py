@@ -4,11 +4,14 @@
 that owns an array. The CUDA backend is loaded on first use, so importing minigrad never needs CuPy.
 With MINIGRAD_CUDA=standin in the environment, "cuda" is served by the CuPy stand-in
 (cupy_standin/: CuPy's API computed by NumPy), so the GPU path runs without a GPU.
+`cudnn`, `cuda` and `mps` are PyTorch's switches of torch.backends, kept for scripts
+(torch_flags.py).
 """
 import os
 
 from .base import Backend
 from .numpy_backend import NumpyBackend
+from .torch_flags import cuda, cudnn, mps  # noqa: F401  (mg.backends.cudnn.benchmark = ...)
 
 _numpy_backend = NumpyBackend()
 _cuda_backend = None

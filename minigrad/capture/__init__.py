@@ -19,7 +19,7 @@ random draw outside an op, create_graph) runs eagerly, with one warning saying w
 import inspect
 import warnings
 
-from .. import forward_ad, tracing, vmap_levels
+from .. import forward_ad, grad_mode, tracing, vmap_levels
 from ..nn.module import Module
 from .differentiable import outputs_needing_grad, trace_backward
 from .guards import call_key, environment
@@ -69,7 +69,7 @@ class Compiled:
         return self.last.code
 
     def __call__(self, *args, **kwargs):
-        if self.eager is not None or tracing.active() is not None or _inside_a_transform():
+        if self.eager is not None or tracing.active() is not None or _beside_a_transform():
             return self.fn(*args, **kwargs)
         tensors, names, key = call_key(args, kwargs, self.arg_names)
         entry = self.entries.get(key)
@@ -130,10 +130,12 @@ class Compiled:
                           stacklevel=4)
 
 
-def _inside_a_transform():
-    """Forward mode or vmap is running (or a trace, above): a program holds neither tangents
-    nor batch axes, so the call runs as it is, and the transform sees every op."""
-    return bool(forward_ad._state.levels) or vmap_levels.state.dispatch is not None
+def _beside_a_transform():
+    """Forward mode, vmap or autocast is on (or a trace, above): a program holds neither
+    tangents, batch axes nor autocast's casts (and its cache), so the call runs as it is, and
+    the transform sees every op."""
+    return (bool(forward_ad._state.levels) or vmap_levels.state.dispatch is not None
+            or grad_mode._state.autocast is not None)
 
 
 class CompiledModule(Module):

@@ -2,6 +2,7 @@
 
     import minigrad.distributed as dist
     dist.init_process_group()          # under `mpiexec -n N`: N ranks; alone: a world of one
+    dist.destroy_process_group()       # leave it at the end
     dist.get_rank(), dist.get_world_size(), dist.barrier()
     dist.all_reduce(t, op="sum")       # in place; also "mean", "max", "min"
     dist.broadcast(t, src=0); dist.all_gather(tensor_list, t)
@@ -15,8 +16,17 @@ that happens at `init_process_group()`, with a clear error naming the extra
 """
 from . import nn
 from .collectives import all_gather, all_reduce, broadcast
-from .group import barrier, get_rank, get_world_size, init_process_group, is_initialized, stats
+from .group import (
+    barrier,
+    destroy_process_group,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_initialized,
+    stats,
+)
 from .sync_normalize import sync_normalize
 
-__all__ = ["all_gather", "all_reduce", "barrier", "broadcast", "get_rank", "get_world_size",
-           "init_process_group", "is_initialized", "nn", "stats", "sync_normalize"]
+__all__ = ["all_gather", "all_reduce", "barrier", "broadcast", "destroy_process_group",
+           "get_rank", "get_world_size", "init_process_group", "is_initialized", "nn", "stats",
+           "sync_normalize"]

@@ -136,6 +136,22 @@ def is_initialized():
     return _state["comm"] is not None
 
 
+def destroy_process_group(group=None):
+    """Leave the process group (PyTorch's end of a script): this rank tells its peers it is
+    leaving, and collectives are an error until init_process_group() again. `group` may only be
+    the default group (None), minigrad's one group."""
+    if group is not None:
+        raise ValueError("destroy_process_group: minigrad has one process group; call it with "
+                         "no argument")
+    if _state["comm"] is None:
+        raise ValueError("Default process group has not been initialized, please make sure to "
+                         "call init_process_group.")
+    announce_departure("exited")
+    if _state["control"] is not None:
+        _state["control"].Free()
+    _state["comm"] = _state["control"] = None
+
+
 def communicator():
     """The MPI communicator of the group; an error before init_process_group()."""
     comm = _state["comm"]

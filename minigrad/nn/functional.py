@@ -3,6 +3,7 @@ arguments. Each is a thin composition of primitives from `minigrad.ops`, so its 
 from theirs."""
 
 import math
+import warnings
 
 import numpy
 
@@ -115,12 +116,28 @@ def dropout(input, p=0.5, training=True):
 
 def dropout2d(input, p=0.5, training=True):
     """Inverted dropout of whole channels of (N, C, H, W) input: one draw per channel, a mask
-    of shape (N, C, 1, 1) broadcast over the positions."""
-    if input.ndim != 4:
-        raise ValueError(f"dropout2d: expected input (N, C, H, W), got shape {input.shape} "
-                         "(PyTorch reads 3-D input as (N, C, L) for now and warns that this "
-                         "will change; reshape a single (C, H, W) sample to (1, C, H, W))")
-    return _dropout("dropout2d", input, p, training, input.shape[:2] + (1, 1))
+    of shape (N, C, 1, 1) broadcast over the positions. Other ranks warn as PyTorch 2.13 does
+    and drop what it drops: the rows of each (N, C, L) sample (3-D), the rows of a 2-D input."""
+    if input.ndim not in (3, 4):
+        warnings.warn(
+            f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and "
+            "will result in an error in a future release. To retain the behavior and silence "
+            "this warning, please use dropout instead. Note that dropout2d exists to provide "
+            "channel-wise dropout on inputs with 2 spatial dimensions, a channel dimension, and "
+            "an optional batch dimension (i.e. 3D or 4D inputs).", stacklevel=2)
+    if input.ndim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    if input.ndim < 2:
+        raise ValueError(f"dropout2d: expected input (N, C, H, W), got shape {input.shape}")
+    kept = 2 if input.ndim > 2 else 1   # PyTorch: a 2-D input is one sample of C rows
+    mask = input.shape[:kept] + (1,) * (input.ndim - kept)
+    return _dropout("dropout2d", input, p, training, mask)
 
 
 def _dropout(op, input, p, training, mask_shape):

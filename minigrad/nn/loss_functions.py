@@ -8,10 +8,14 @@ positional order.)
 
 Unlike PyTorch, which broadcasts an input and a target of different shapes with a warning,
 minigrad raises: a (N,) target against a (N, 1) input silently averages N*N differences.
+
+Under mg.autocast these losses run in float32, as on PyTorch's list (`float32_inputs`,
+minigrad/amp/autocast_mode.py).
 """
 import math
 
 from .. import ops
+from ..amp import float32_inputs
 from ..ops.errors import ShapeError
 from ..ops.loss import binary_cross_entropy, cross_entropy, nll_loss  # noqa: F401  (F's)
 from ..tensor import Tensor, as_tensor
@@ -37,17 +41,20 @@ def _reduce(losses, reduction):
     return losses.mean() if reduction == "mean" else losses.sum()
 
 
+@float32_inputs
 def mse_loss(input, target, *, reduction="mean"):
     """(input - target)^2."""
     diff = input - _pair("mse_loss", input, target, reduction)
     return _reduce(diff * diff, reduction)
 
 
+@float32_inputs
 def l1_loss(input, target, *, reduction="mean"):
     """|input - target| (gradient 0 where they are equal)."""
     return _reduce((input - _pair("l1_loss", input, target, reduction)).abs(), reduction)
 
 
+@float32_inputs
 def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta = 0 is
     the L1 loss."""
@@ -59,6 +66,7 @@ def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0):
     return _reduce(ops.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
+@float32_inputs
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target)."""
     if delta <= 0:
@@ -67,6 +75,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     return _reduce(ops.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
 
 
+@float32_inputs
 def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction="mean",
                                      pos_weight=None):
     """-w [pw t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))], computed stably as
@@ -78,6 +87,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction="m
     return _reduce(losses if weight is None else losses * weight, reduction)
 
 
+@float32_inputs
 def kl_div(input, target, *, reduction="mean", log_target=False):
     """Pointwise target * (log target - input) for log-probabilities `input` (0 where
     target = 0), or exp(target) * (target - input) with log_target; "batchmean" divides the sum
@@ -95,6 +105,7 @@ def kl_div(input, target, *, reduction="mean", log_target=False):
     return _reduce(losses, reduction)
 
 
+@float32_inputs
 def poisson_nll_loss(input, target, log_input=True, full=False, *, eps=1e-8,
                      reduction="mean"):
     """The negative log-likelihood of `target` counts under a Poisson distribution of rate

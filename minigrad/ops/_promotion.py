@@ -15,6 +15,7 @@ they would, ops cast to the promoted dtype before they compute.
 """
 import numpy
 
+from .. import grad_mode
 from ..dtypes import default_complex_dtype, get_default_dtype
 from ..tensor import Tensor, as_tensor
 from .errors import DTypeError
@@ -173,3 +174,11 @@ def require_floating(op, x, kinds="f"):
     if x.dtype.kind not in kinds:
         raise DTypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} (shape "
                         f"{x.shape}); cast it first, e.g. x.float()")
+
+
+def autocast_inputs(op, *operands):
+    """The operands of `op` as mg.autocast casts them in this thread (PyTorch's lists, in
+    minigrad/amp/autocast_mode.py); as they are when no autocast block is on. Called at the
+    door of each listed function, before its dtype checks."""
+    rules = grad_mode._state.autocast
+    return operands if rules is None else rules.cast(op, operands)

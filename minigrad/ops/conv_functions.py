@@ -6,7 +6,7 @@ padding="valid" (none) or "same" (stride 1; the output has the input's size).
 the extra row or column goes to the bottom or right, as in PyTorch (padded first, since the
 window ops pad symmetrically). conv1d is conv2d over a length-1 height axis.
 """
-from ._promotion import check_same_dtype
+from ._promotion import autocast_inputs, check_same_dtype
 from .conv import Conv2d, ConvTranspose2d, EmptyBatchConv2d
 from .errors import ShapeError
 from .join import pad
@@ -45,6 +45,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of NCHW `x` with `weight` (out, in/groups, kh, kw), as in
     PyTorch: stride, dilation and padding (zeros; or "valid"/"same") are ints or pairs;
     `groups` splits the channels (groups = in channels = out channels: depthwise)."""
+    x, weight, bias = autocast_inputs("conv2d", x, weight, bias)
     stride, dilation = pair("conv2d", "stride", stride, 1), pair("conv2d", "dilation", dilation, 1)
     groups = _groups("conv2d", groups)
     sides = conv_padding("conv2d", padding, weight.shape[2:], stride, dilation)
@@ -83,6 +84,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     output_padding adding rows at the bottom (and columns at the right) that no window reads.
     Each output_padding entry is below its stride or its dilation."""
     op = "conv_transpose2d"
+    x, weight, bias = autocast_inputs(op, x, weight, bias)
     stride, dilation = pair(op, "stride", stride, 1), pair(op, "dilation", dilation, 1)
     padding, extra = pair(op, "padding", padding, 0), pair(op, "output_padding", output_padding, 0)
     groups = _groups(op, groups)

@@ -60,8 +60,9 @@ class Add(Op):
         return total(da, db)
 
 
-def add(a, b):
-    return Add.apply(*promote("add", a, b))
+def add(a, b, *, alpha=1):
+    """a + alpha * b (alpha, PyTorch's scale of the second operand, is applied first)."""
+    return Add.apply(*promote("add", a, b if alpha == 1 else b * alpha))
 
 
 class Sub(Op):
@@ -85,9 +86,10 @@ class Sub(Op):
         return total(da, None if db is None else -db)
 
 
-def sub(a, b):
+def sub(a, b, *, alpha=1):
+    """a - alpha * b (alpha, PyTorch's scale of the second operand, is applied first)."""
     _refuse_bool("sub", (a, b), "for bools use a != b (xor)")
-    return Sub.apply(*promote("sub", a, b))
+    return Sub.apply(*promote("sub", a, b if alpha == 1 else b * alpha))
 
 
 def _refuse_bool(op, operands, hint):

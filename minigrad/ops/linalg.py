@@ -2,7 +2,7 @@
 import math
 
 from ..shapes import broadcast_clash, unbroadcast
-from ._promotion import check_same_dtype
+from ._promotion import autocast_inputs, check_same_dtype
 from .base import Op
 from .batch_axes import padded, stretched
 from .errors import ShapeError
@@ -70,7 +70,7 @@ def _reshaped(t, shape):
 
 
 def matmul(a, b):
-    return MatMul.apply(a, b)
+    return MatMul.apply(*autocast_inputs("matmul", a, b))
 
 
 class Linear(Op):
@@ -126,6 +126,7 @@ def _rows(t):
 
 def linear(x, weight, bias=None):
     """x W^T + b (see Linear), after checking that the operands fit."""
+    x, weight, bias = autocast_inputs("linear", x, weight, bias)
     check_same_dtype("linear", ("input", "weight", "bias"), (x, weight, bias))
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(f"linear: input of shape {x.shape} does not fit weight of shape "

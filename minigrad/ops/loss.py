@@ -21,6 +21,7 @@ from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
 from ..vmap_levels import batch_sizes
 from . import either
+from ._promotion import autocast_inputs
 from .base import Op
 from .batch_axes import merged, split_leading, stretched
 from .elementwise import where
@@ -290,6 +291,7 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         return _per_example(cross_entropy, input, target, weight, ignore_index, reduction,
                             label_smoothing=label_smoothing)
     op = "cross_entropy"
+    input, target, weight = autocast_inputs(op, input, target, weight)
     _check_reduction(op, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be between 0 and 1, got {label_smoothing}")
@@ -334,6 +336,7 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     if isinstance(target, BatchedTensor):
         return _per_example(nll_loss, input, target, weight, ignore_index, reduction)
     op = "nll_loss"
+    input, target, weight = autocast_inputs(op, input, target, weight)
     _check_reduction(op, reduction)
     log_probs = _classes_last(op, input)
     weight = None if weight is None else _check_weight(op, weight, log_probs.shape[1], input)
@@ -396,6 +399,7 @@ class BinaryCrossEntropy(Op):
 def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):
     """-w * (t log p + (1 - t) log(1 - p)) with the logs floored at -100, as
     torch.nn.functional.binary_cross_entropy."""
+    input, target, weight = autocast_inputs("binary_cross_entropy", input, target, weight)
     _check_reduction("binary_cross_entropy", reduction)
     target = _as_tensor("binary_cross_entropy", "target", target, input)
     losses = BinaryCrossEntropy.apply(input, target)

@@ -1,5 +1,7 @@
 """More pointwise and scan primitives: sin, cos, the step functions (sign, floor, ceil, round),
 cumsum, cumprod, remainder, and the vector norm."""
+import numpy
+
 from ..shapes import kept_shape, normalize_axes, unbroadcast
 from ._promotion import promote, require_floating, to_floating
 from .base import Op
@@ -242,8 +244,9 @@ class VectorNorm2(Op):
 
 
 class VectorNorm(Op):
-    """(sum |x|^p)^(1/p) over `axes`, for a number p > 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
-    and 0 where x is 0 (so 0 at a zero norm, for every p: PyTorch's subgradient).
+    """(sum |x|^p)^(1/p) over `axes`, for a number p != 0;  dx = g * sign(x) * (|x| / norm)^(p-1),
+    and 0 where x is 0 or the norm is 0 (PyTorch's subgradient; a negative p gives a zero norm
+    when some x is 0).
     jvp: dy = sum(dx * sign(x) * (|x| / norm)^(p-1)) (0 where x is 0)."""
     batching = "axes"
 
@@ -252,7 +255,8 @@ class VectorNorm(Op):
         require_floating("norm", x)
         ctx.p, ctx.kept = p, kept_shape(x.shape, axes)
         xp = ctx.xp
-        out = xp.asarray((xp.abs(x) ** p).sum(axis=axes, keepdims=keepdims) ** (1.0 / p))
+        with numpy.errstate(divide="ignore"):   # p < 0: |0|^p = inf, and the norm 0, as PyTorch
+            out = xp.asarray((xp.abs(x) ** p).sum(axis=axes, keepdims=keepdims) ** (1.0 / p))
         ctx.save(x, out)
         return out
 
@@ -260,7 +264,7 @@ class VectorNorm(Op):
     def backward(ctx, g):
         x, norm = ctx.saved
         g, norm = g.reshape(ctx.kept), norm.reshape(ctx.kept)
-        zero = (x == 0).array
+        zero = (x == 0).array | (norm == 0).array
         # where x is 0 the formula is fed |x| = 1 and a norm of 1, so no inf or NaN appears there
         ratio = where(zero, 1.0, x.abs()) / where((norm == 0).array, 1.0, norm)
         return where(zero, 0.0, g * sign(x) * ratio ** (ctx.p - 1))
@@ -273,8 +277,8 @@ class VectorNorm(Op):
 
 
 def norm(x, p="fro", dim=None, keepdim=False):
-    """The vector p-norm of x over `dim` (all axes by default): "fro" or 2, 1, inf, -inf, or any
-    number p > 0 as (sum |x|^p)^(1/p)."""
+    """The vector p-norm of x over `dim` (all axes by default): "fro" or 2, 1, inf, -inf, 0 (the
+    count of nonzeros, a constant), or any other number p as (sum |x|^p)^(1/p)."""
     axes = normalize_axes("norm", dim, x.ndim)
     if p in ("fro", 2):
         return VectorNorm2.apply(x, axes=axes, keepdims=keepdim)
@@ -284,6 +288,8 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return -max_(-x.abs(), axes, keepdim)
     if p == 1:
         return sum_(x.abs(), axes, keepdim)
-    if isinstance(p, (int, float)) and p > 0:
+    if p == 0:
+        return sum_((x != 0).astype(x.dtype), axes, keepdim)
+    if isinstance(p, (int, float)) and not isinstance(p, bool):
         return VectorNorm.apply(x, p=p, axes=axes, keepdims=keepdim)
-    raise ValueError(f"norm: p must be 'fro', inf, -inf or a number > 0, got {p!r}")
+    raise ValueError(f"norm: p must be 'fro' or a number (inf, -inf, 0, ...), got {p!r}")

@@ -65,6 +65,8 @@ class Roll(Op):
 
 def roll(x, shifts, dims=None):
     if dims is None:
+        if not isinstance(shifts, int) and len(shifts) == 1:   # PyTorch takes (k,) as k here
+            shifts = shifts[0]
         if not isinstance(shifts, int):
             raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
         return Roll.apply(x, shifts=shifts, axes=None)

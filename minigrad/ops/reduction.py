@@ -10,7 +10,7 @@ from ..backends.select import keep_mask
 from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from ..tensor import Tensor
 from . import either
-from ._promotion import require_floating
+from ._promotion import autocast_inputs, require_floating
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 from .errors import IndexRangeError, ShapeError
@@ -329,6 +329,7 @@ def _product_of_others(x, axes):
 
 def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("prod", dim, keepdim, axis, keepdims)
+    x, = autocast_inputs("prod", x)
     return Prod.apply(x, axis=axis, keepdims=keepdims)
 
 
