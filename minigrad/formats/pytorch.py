@@ -28,7 +28,8 @@ its storage (an `expand`ed tensor) is refused. bfloat16 needs `ml_dtypes`.
 Writing: every stored array becomes a tensor with its own storage, pickled once and memoized,
 so an array the structure names twice is one tensor object in `torch.load`; the pickle
 (protocol 2, what `torch.save` writes) is emitted opcode by opcode, so
-`torch.load(path, weights_only=True)` reads it.
+`torch.load(path, weights_only=True)` reads it. Storages are streamed into their records 16 MiB
+at a time, never copied whole.
 """
 import collections
 import math
@@ -53,6 +54,7 @@ _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage
              "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
              "ComplexDoubleStorage": "complex128"}
 _STORAGE_OF = {dtype: name for name, dtype in _STORAGES.items()}
+_CHUNK = 16 << 20   # bytes of a storage written at a time
 _BIG = 1 << 62     # no size, stride or offset in a real file comes near this
 _COPY_RATIO, _COPY_SLACK = 4, 1 << 20   # loaded tensors take at most 4x the file (+ 1 MiB)
 _DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
@@ -69,26 +71,35 @@ def check(array, where):
 # ---------------------------------------------------------------------------------- writing
 def write(file, arrays, structure, flat):
     """The structure is always pickled: a flat dict as a dict of tensors, as torch.save writes a
-    state dict."""
+    state dict. Storages are streamed into the archive a chunk at a time (no copy of the data)."""
     pickler = _Pickler(arrays)
     data = pickler.dump(structure)
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         records = [("data.pkl", data), (".format_version", b"1"),
                    (".storage_alignment", str(_ALIGNMENT).encode()), ("byteorder", b"little")]
-        records += [(f"data/{key}", array.astype(array.dtype.newbyteorder("<")).tobytes())
-                    for key, array in enumerate(pickler.storages)]
+        records += [(f"data/{key}", array) for key, array in enumerate(pickler.storages)]
         records.append(("version", b"3\n"))
         for name, content in records:
             _write_aligned(file, archive, f"{PREFIX}/{name}", content)
 
 
 def _write_aligned(file, archive, name, content):
-    """A stored record whose bytes start at a multiple of 64 in the file (padding in the local
-    header's extra field, as PyTorch pads), so a reader can map storages in place."""
+    """A stored record (bytes, or an array's little-endian elements) whose bytes start at a
+    multiple of 64 in the file (padding in the local header's extra field, as PyTorch pads), so
+    a reader can map storages in place."""
     info = zipfile.ZipInfo(name, _DATE)
     start = file.tell() + 30 + len(name.encode()) + 4   # local header, name, extra header
     info.extra = b"FB" + struct.pack("<H", -start % _ALIGNMENT) + b"Z" * (-start % _ALIGNMENT)
-    archive.writestr(info, content)
+    info.file_size = content.nbytes if isinstance(content, numpy.ndarray) else len(content)
+    with archive.open(info, "w") as record:
+        if not isinstance(content, numpy.ndarray):
+            record.write(content)
+            return
+        flat = content.reshape(-1)
+        step = _CHUNK // flat.itemsize
+        for begin in range(0, flat.size, step):
+            chunk = flat[begin:begin + step].astype(flat.dtype.newbyteorder("<"), copy=False)
+            record.write(chunk.view(numpy.uint8))
 
 
 class _Pickler:
