@@ -8,6 +8,7 @@ import re
 import shutil
 import stat
 import sys
+import threading
 from xml.etree import ElementTree
 
 import numpy as np
@@ -437,7 +438,38 @@ def test_trace_backward_leaves_no_hook_behind():
     *_, loss = small_graph()
     mg.viz.trace_backward(loss, quiet=True)
     from minigrad import hooks
-    assert hooks._step_hooks == {}
+    assert hooks._step_hooks() == {}
+
+
+def test_trace_backward_in_one_thread_leaves_another_threads_training_alone():
+    """Step hooks are per thread: every one of 600 steps trained beside a tracing thread gets
+    the gradients of its own graph (the trace's hook once saw them all, and broke them)."""
+    rng = np.random.default_rng(0)
+    w0, x = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    done, failures, traces = threading.Event(), [], [0]
+
+    def trace_forever():   # long walks: its hook is registered most of the time
+        while not done.is_set():
+            h = mg.randn(4, requires_grad=True)
+            for _ in range(100):
+                h = h * 1.01
+            mg.viz.trace_backward(h.sum(), quiet=True)
+            traces[0] += 1
+
+    tracer = threading.Thread(target=trace_forever)
+    tracer.start()
+    try:
+        w = mg.tensor(w0, requires_grad=True)
+        for step in range(600):
+            w.grad = None
+            (mg.tensor(x) @ w).relu().sum().backward()
+            expected = x.T @ ((x @ w0) > 0).astype(float)
+            if not np.allclose(w.grad.numpy(), expected):
+                failures.append(step)
+    finally:
+        done.set()
+        tracer.join()
+    assert failures == [] and traces[0] > 0
 
 
 # ---------------------------------------------------------------------------------------------
