@@ -9,7 +9,9 @@ the gradient in its `.grad` (after the hooks, as in PyTorch).
 
 Step hooks: `register_backward_step_hook(hook)` runs `hook(node, grad_outputs, grad_inputs)`
 after each node's backward in the walk: what the node received and what it returned for each
-input (None where none). mg.viz.trace_backward prints the walk with it.
+input (None where none). mg.viz.trace_backward prints the walk with it. A step hook belongs to
+the thread that registers it and sees only that thread's backward passes, so tracing in one
+thread never touches another thread's training.
 
 Backward-end hooks: `register_backward_end_hook(hook)` runs `hook(leaves)` at the end of every
 backward() (not grad()), once the leaves' `.grad` are accumulated; `leaves` lists them.
@@ -18,6 +20,7 @@ DistributedDataParallel averages gradients across processes there.
 Kept out of autograd.py so the engine stays small: it makes one call for each kind.
 """
 import itertools
+import threading
 import weakref
 
 from . import grad_mode, graph, tracing
@@ -40,9 +43,9 @@ def watching():
     during a backward that began without one takes effect from the next backward."""
     global in_use
     if in_use:   # registered once: look again, since removed hooks leave empty entries behind
-        in_use = bool(_step_hooks) or any(_leaf_hooks.values()) or any(_retained.values()) or any(
+        in_use = any(_leaf_hooks.values()) or any(_retained.values()) or any(
             [any(by_index.values()) for by_index in _node_hooks.values()])
-    return in_use
+    return in_use or bool(_step_hooks())
 
 
 def _hooks_of(tensor):
@@ -170,18 +173,24 @@ def _run(hooks, grad):
     return grad
 
 
-_step_hooks = {}
+_this_thread = threading.local()
+
+
+def _step_hooks():
+    """The calling thread's {handle id -> step hook}."""
+    if not hasattr(_this_thread, "step_hooks"):
+        _this_thread.step_hooks = {}
+    return _this_thread.step_hooks
 
 
 def register_backward_step_hook(hook):
-    """Returns a handle: `handle.remove()` unregisters the hook."""
-    global in_use
-    in_use = True
-    return RemovableHandle(_step_hooks, hook)
+    """Run `hook` after each step of the backward passes of this thread. Returns a handle:
+    `handle.remove()` unregisters the hook."""
+    return RemovableHandle(_step_hooks(), hook)
 
 
 def run_step_hooks(node, grads, input_grads):
-    for hook in list(_step_hooks.values()):
+    for hook in list(_step_hooks().values()):
         hook(node, grads, input_grads)
 
 

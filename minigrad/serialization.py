@@ -257,7 +257,8 @@ def load(path, device=None, max_bytes=None):
     saved with (a .pt file: as `torch.load(path, weights_only=True)` gives it). A tensor saved
     in several places comes back as one tensor in all of them.
 
-    max_bytes: the most bytes the file's arrays may take in memory, checked before any is read.
+    max_bytes: the most bytes the file's arrays may take in memory, checked before any is read
+    (for a .pt file: its arrays and every object its pickle builds, charged as they are built).
     The default (None) is what is safe for a file from anywhere: 8 times the file's size plus
     64 MiB. Every uncompressed file passes it (all .safetensors files, and .npz files written
     by `save` or `numpy.savez`), while a compressed .npz crafted to expand (a 1 MB deflate bomb
@@ -278,6 +279,9 @@ def load(path, device=None, max_bytes=None):
         raise FileNotFoundError(f"load: no checkpoint file {path!r}")
     if max_bytes is None:
         max_bytes = _DEFAULT_EXPANSION * os.path.getsize(path) + _DEFAULT_ALLOWANCE
+    if _FORMATS[extension] is pytorch:   # its pickle is the structure: built as it is read
+        return pytorch.load_state(path, max_bytes, lambda array: _loaded(array, device),
+                                  (Tensor, numpy.ndarray))
     arrays, structure = _FORMATS[extension].read(path, max_bytes)
     if structure is None:
         return {name: _loaded(array, device) for name, array in arrays.items()}

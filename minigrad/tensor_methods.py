@@ -117,6 +117,8 @@ class TensorMethods:
 
     # Comparisons are not differentiable: they give boolean tensors.
     def _compare(self, other, name):
+        if other is None or isinstance(other, (str, bytes)):   # as torch: == is False, < a
+            return NotImplemented                              # TypeError naming both types
         if isinstance(other, Tensor):
             if other.backend is not self.backend:
                 raise ops.base.device_mismatch(name, (self, other))

@@ -61,3 +61,24 @@ def test_ported_except_runtime_error_code_catches_shape_and_dtype_errors():
             caught.append(type(error))
     assert caught == [ShapeError, DTypeError, ShapeError, ShapeError]
     assert issubclass(ShapeError, ValueError) and issubclass(DTypeError, TypeError)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: mg.nn.BatchNorm2d(-1), ValueError, r"BatchNorm2d: num_features must be an int >= 0"),
+    (lambda: mg.nn.GroupNorm(0, 4), ValueError, r"GroupNorm: num_groups must be an int >= 1"),
+    (lambda: mg.nn.RegionBatchNorm2d(4, regions=0), ValueError,
+     r"RegionBatchNorm2d: regions must be an int >= 1"),
+    (lambda: mg.optim.SGD([mg.nn.Parameter(mg.ones(2))], lr="0.1"), TypeError,
+     r"SGD: lr must be a number, not str \('0.1'\)"),
+    (lambda: mg.ones(2) < "a", TypeError, r"'<' not supported between instances of 'Tensor' "
+                                          r"and 'str'"),
+])
+def test_bad_arguments_name_the_argument(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_comparing_a_tensor_with_a_string_or_none_is_false_as_in_torch():
+    t = mg.ones(2)
+    assert (t == "a") is False and (t != "a") is True and (t == None) is False  # noqa: E711
+    assert (torch.ones(2) == "a") is False

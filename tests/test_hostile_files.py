@@ -44,7 +44,7 @@ with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as file:
     file.write("5")     # the peak so far (imports) becomes the present
 before = status("VmRSS")
 try:
-    if path.endswith((".safetensors", ".npz")):
+    if path.endswith((".safetensors", ".npz", ".pt")):
         mg.load(path)
     elif path.endswith(".caffemodel"):
         caffe.read_caffemodel(path)
@@ -143,6 +143,57 @@ def test_a_file_of_zeros_given_as_a_prototxt_is_refused_at_once(tmp_path):
     assert ratio < 0.5 and 0 < length < 300     # was 3x its size, a 64-million-character message
     with pytest.raises(caffe.CaffeFormatError, match=r"zeros.prototxt: .*control character"):
         caffe.read_prototxt(path)
+
+
+# ---------------------------------------------------------------- hostile .pt pickles
+def _pt_file(path, pickled):
+    """A .pt-shaped zip (formats/pytorch.py) holding the pickle `pickled` and one empty
+    float storage "0"."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", pickled)
+        archive.writestr("archive/data/0", b"")
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+def _listed(items, head=b""):
+    """A protocol-2 pickle of a list of the pickled `items`, appended 1,000 at a time."""
+    out = bytearray(b"\x80\x02" + head + b"]")
+    for start in range(0, len(items), 1000):
+        out += b"(" + b"".join(items[start:start + 1000]) + b"e"
+    return bytes(out + b".")
+
+
+_EMPTY_TENSOR = (b"ctorch._utils\n_rebuild_tensor_v2\nq\x01((X\x07\x00\x00\x00storage"
+                 b"ctorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x00tq\x06Q"
+                 b"K\x00K\x00\x85K\x01\x85\x89ccollections\nOrderedDict\nq\x07)RtR")
+
+
+def _empty_tensor_at(offset):   # a zero-size view of storage "0" (memo 1, 6, 7: see above)
+    return b"h\x01(h\x06QJ" + struct.pack("<i", offset) + b"K\x00\x85K\x01\x85\x89h\x07)RtR"
+
+
+@memory
+@pytest.mark.parametrize("name, pickled", [
+    ("memo", b"\x80\x02K\x07r\x00\x00\x00\x01."),           # LONG_BINPUT 2**24: was 256 MiB
+    ("dicts", _listed([b"}"] * 300_000)),                     # was 367x its size
+    ("shared", _listed([b"h\x00"] * 300_000, head=b"}q\x00")),  # one dict, 300,000 times: 152x
+    ("tensors", _listed([_EMPTY_TENSOR] + [_empty_tensor_at(i) for i in range(1, 120_000)])),
+])   # (zero-size tensors: 40x)
+def test_a_pt_pickle_takes_at_most_the_documented_budget(tmp_path, name, pickled):
+    """mg.load's documented bound, 8 times the file's size + 64 MiB, for pickles that build
+    many objects from few bytes (formats/weights_pickle.py charges each one)."""
+    path = _pt_file(tmp_path / f"{name}.pt", pickled)
+    ratio, length = _peak_ratio(path)
+    size = os.path.getsize(path)
+    assert ratio * size < 8 * size + (64 << 20) and length < 400
+
+
+def test_a_pt_pickle_past_max_bytes_is_refused_and_a_larger_one_loads_it(tmp_path):
+    path = _pt_file(tmp_path / "dicts.pt", _listed([b"}"] * 20_000))
+    with pytest.raises(mg.CheckpointError, match="objects would take more memory .*max_bytes"):
+        mg.load(path, max_bytes=1 << 20)
+    assert mg.load(path) == [{}] * 20_000
 
 
 # ---------------------------------------------------------------- deflate bomb: max_bytes

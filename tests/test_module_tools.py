@@ -446,3 +446,16 @@ def test_named_parameters_and_buffers_remove_duplicate_like_torch(remove_duplica
     shared = [p for name, p in ours.named_parameters(remove_duplicate=remove_duplicate)
               if name.startswith(("1.1.", "2.shared."))]
     assert len(shared) == (4 if not remove_duplicate else 2)
+
+
+def test_a_3000_deep_sequential_prints_and_saves():
+    """repr is built with a stack, not by recursion; state_dict already walks iteratively."""
+    model = mg.nn.Linear(2, 2)
+    for _ in range(3000):
+        model = mg.nn.Sequential(model)
+    text = repr(model)
+    assert text.count("Sequential(") == 3000 and text.count("Linear(in_features=2") == 1
+    assert list(model.state_dict()) == ["0." * 3000 + "weight", "0." * 3000 + "bias"]
+    small = mg.nn.Sequential(mg.nn.Linear(2, 3), mg.nn.Sequential(mg.nn.ReLU()))
+    torch_small = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Sequential(torch.nn.ReLU()))
+    assert repr(small) == repr(torch_small)

@@ -8,6 +8,8 @@ import re
 import shutil
 import stat
 import sys
+import threading
+import time
 from xml.etree import ElementTree
 
 import numpy as np
@@ -437,7 +439,71 @@ def test_trace_backward_leaves_no_hook_behind():
     *_, loss = small_graph()
     mg.viz.trace_backward(loss, quiet=True)
     from minigrad import hooks
-    assert hooks._step_hooks == {}
+    assert hooks._step_hooks() == {}
+
+
+def test_trace_backward_in_one_thread_leaves_another_threads_training_alone():
+    """Step hooks are per thread: every one of 600 steps trained beside a tracing thread gets
+    the gradients of its own graph (the trace's hook once saw them all, and broke them)."""
+    rng = np.random.default_rng(0)
+    w0, x = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    done, failures, traces = threading.Event(), [], [0]
+
+    def trace_forever():   # long walks: its hook is registered most of the time
+        while not done.is_set():
+            h = mg.randn(4, requires_grad=True)
+            for _ in range(100):
+                h = h * 1.01
+            mg.viz.trace_backward(h.sum(), quiet=True)
+            traces[0] += 1
+
+    tracer = threading.Thread(target=trace_forever)
+    tracer.start()
+    try:
+        w = mg.tensor(w0, requires_grad=True)
+        for step in range(600):
+            w.grad = None
+            (mg.tensor(x) @ w).relu().sum().backward()
+            expected = x.T @ ((x @ w0) > 0).astype(float)
+            if not np.allclose(w.grad.numpy(), expected):
+                failures.append(step)
+    finally:
+        done.set()
+        tracer.join()
+    assert failures == [] and traces[0] > 0
+
+
+@pytest.mark.parametrize("name, shown", [("bell\x07<&>", "bell\\x07<&>"),
+                                         ("lone \udc80 surrogate", "lone \\udc80 surrogate"),
+                                         ("del\x7f\ufffe", "del\\x7f\\ufffe")])
+def test_any_name_gives_a_well_formed_svg_and_dot(tmp_path, name, shown):
+    """XML cannot hold control characters, nor UTF-8 a lone surrogate: they show as escapes."""
+    x, w, h, loss = small_graph()
+    svg = mg.viz.render(loss, tmp_path / "g.svg", names={name: w}).read_text()
+    ElementTree.fromstring(svg)
+    assert shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in svg
+    dot = mg.viz.render(loss, tmp_path / "g.dot", names={name: w}).read_text()
+    assert shown.replace("\\", "\\\\") in dot   # (DOT doubles a backslash)
+    assert shown in str(mg.viz.trace_backward(loss, names={name: w}, quiet=True))
+
+
+def test_render_of_many_ops_takes_linear_time():
+    """One weight read by every op of a long chain (a lane per value, not per edge), and many
+    leaves: the layout's size and time grow linearly with the ops (were quadratic: 1,000 ops of
+    one weight took 117 s)."""
+    from minigrad.viz.layout import Layout
+
+    def layout_of(n):
+        w = mg.randn(2, requires_grad=True)
+        h = w
+        for _ in range(n):
+            h = (h + mg.randn(2)).tanh() * w
+        start = time.perf_counter()
+        layout = Layout(mg.viz.graph(h, max_ops=None))
+        return time.perf_counter() - start, sum(len(r.path) for r in layout.routes)
+
+    (small, small_path), (large, large_path) = layout_of(300), layout_of(1200)
+    assert large_path < 5 * small_path and large < 12 * small
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ array), `write(file, arrays, structure, flat)` and `read(path, max_bytes) -> (ar
 structure)`, where `arrays` is {name: NumPy array} in file order (together at most `max_bytes`
 bytes) and `structure` describes the saved object (serialization.py's nodes, which refer to the
 arrays by name): written as a dict, read as JSON text, None for a flat dict of arrays (`flat`
-on writing: the structure is a dict of every array under its own name). Readers
+on writing: the structure is a dict of every array under its own name). pytorch.py reads with
+`load_state(path, max_bytes, loaded, values)` instead: its pickle is the structure, built as it
+is read (weights_pickle.py), each array `loaded(array)`. Readers
 validate every size and offset against the file before allocating, so a damaged or hostile file
 is a CheckpointError, never a wrong load.
 """

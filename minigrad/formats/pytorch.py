@@ -10,25 +10,28 @@ The file is a zip archive of stored (uncompressed) records under one folder:
     archive/data/<key>        the storage's raw little-endian bytes (aligned to 64 in the file)
     archive/version           "3", and byteorder, .format_version, .storage_alignment
 
-Reading: `pickle.Unpickler` with `find_class` restricted to the names a weights-only file
-needs, mapped to minigrad's own functions (`_rebuild_tensor_v2`, `_rebuild_parameter`,
-`collections.OrderedDict` and the storage dtypes); every other name (`os.system`,
-`builtins.eval`, ...) is refused with a CheckpointError naming it before anything is called,
-which is what makes unpickling safe. Each storage is read from its record only after its size
-is checked against the dtype and element count the pickle claims, and each tensor's offset,
-sizes and strides against its storage. A tensor the pickle refers to twice, and tensors that are
-the same view of one storage (tied weights), load as one array; other views of a storage load as
-copies of their elements (they no longer share memory), and a view larger than its storage (an
-`expand`ed tensor) is refused. bfloat16 needs `ml_dtypes`.
+Reading: the pickle machine of weights_pickle.py (a stack, a dict memo and the opcodes
+`torch.save` writes, nothing that recurses), with the names a weights-only file needs mapped to
+minigrad's own functions (`_rebuild_tensor_v2`, `_rebuild_parameter`, `collections.OrderedDict`
+and the storage dtypes); every other name (`os.system`, `builtins.eval`, ...) is refused with a
+CheckpointError naming it before anything is called, which is what makes reading safe. The
+object is built as it is read (tensors, containers shared as the pickle shares them), and
+everything built (storages, copies of views, the objects themselves) is charged against
+`max_bytes`. Each storage is read from its record only after its size is checked against the
+dtype and element count the pickle claims, and each tensor's offset, sizes and strides against
+the elements they address (any stride on an axis of size 1, as torch). A tensor the pickle
+refers to twice, and tensors that are the same view of one storage (tied weights), load as one
+tensor; a view that is all of its storage, in order, is the storage itself (no copy); other
+views load as copies of their elements (they no longer share memory), and a view larger than
+its storage (an `expand`ed tensor) is refused. bfloat16 needs `ml_dtypes`.
 
 Writing: every stored array becomes a tensor with its own storage, pickled once and memoized,
 so an array the structure names twice is one tensor object in `torch.load`; the pickle
 (protocol 2, what `torch.save` writes) is emitted opcode by opcode, so
-`torch.load(path, weights_only=True)` reads it.
+`torch.load(path, weights_only=True)` reads it. Storages are streamed into their records 16 MiB
+at a time, never copied whole.
 """
 import collections
-import io
-import json
 import math
 import os
 import pickle
@@ -39,6 +42,7 @@ import zlib
 import numpy
 
 from . import CheckpointError, fail
+from .weights_pickle import TENSOR, WeightsPickle
 
 EXTENSIONS = (".pt", ".pth")
 PREFIX = "archive"
@@ -50,6 +54,7 @@ _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage
              "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
              "ComplexDoubleStorage": "complex128"}
 _STORAGE_OF = {dtype: name for name, dtype in _STORAGES.items()}
+_CHUNK = 16 << 20   # bytes of a storage written at a time
 _BIG = 1 << 62     # no size, stride or offset in a real file comes near this
 _COPY_RATIO, _COPY_SLACK = 4, 1 << 20   # loaded tensors take at most 4x the file (+ 1 MiB)
 _DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
@@ -66,26 +71,35 @@ def check(array, where):
 # ---------------------------------------------------------------------------------- writing
 def write(file, arrays, structure, flat):
     """The structure is always pickled: a flat dict as a dict of tensors, as torch.save writes a
-    state dict."""
+    state dict. Storages are streamed into the archive a chunk at a time (no copy of the data)."""
     pickler = _Pickler(arrays)
     data = pickler.dump(structure)
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         records = [("data.pkl", data), (".format_version", b"1"),
                    (".storage_alignment", str(_ALIGNMENT).encode()), ("byteorder", b"little")]
-        records += [(f"data/{key}", array.astype(array.dtype.newbyteorder("<")).tobytes())
-                    for key, array in enumerate(pickler.storages)]
+        records += [(f"data/{key}", array) for key, array in enumerate(pickler.storages)]
         records.append(("version", b"3\n"))
         for name, content in records:
             _write_aligned(file, archive, f"{PREFIX}/{name}", content)
 
 
 def _write_aligned(file, archive, name, content):
-    """A stored record whose bytes start at a multiple of 64 in the file (padding in the local
-    header's extra field, as PyTorch pads), so a reader can map storages in place."""
+    """A stored record (bytes, or an array's little-endian elements) whose bytes start at a
+    multiple of 64 in the file (padding in the local header's extra field, as PyTorch pads), so
+    a reader can map storages in place."""
     info = zipfile.ZipInfo(name, _DATE)
     start = file.tell() + 30 + len(name.encode()) + 4   # local header, name, extra header
     info.extra = b"FB" + struct.pack("<H", -start % _ALIGNMENT) + b"Z" * (-start % _ALIGNMENT)
-    archive.writestr(info, content)
+    info.file_size = content.nbytes if isinstance(content, numpy.ndarray) else len(content)
+    with archive.open(info, "w") as record:
+        if not isinstance(content, numpy.ndarray):
+            record.write(content)
+            return
+        flat = content.reshape(-1)
+        step = _CHUNK // flat.itemsize
+        for begin in range(0, flat.size, step):
+            chunk = flat[begin:begin + step].astype(flat.dtype.newbyteorder("<"), copy=False)
+            record.write(chunk.view(numpy.uint8))
 
 
 class _Pickler:
@@ -192,9 +206,10 @@ class _Pickler:
 
 
 # ---------------------------------------------------------------------------------- reading
-def read(path, max_bytes):
-    """(arrays, structure as JSON text or None), as the other formats' readers (see
-    formats/__init__.py): CheckpointError when the records would take more than `max_bytes`."""
+def load_state(path, max_bytes, loaded, values):
+    """The object `torch.save` pickled into `path`, each tensor `loaded(array)` (an instance of
+    one of `values`): its storages, the copies of their views and every object the pickle
+    builds together within `max_bytes` bytes (a CheckpointError before going past it)."""
     extension = os.path.splitext(path)[1].lower()
 
     def bad(cause):
@@ -214,11 +229,13 @@ def read(path, max_bytes):
             if records.get("byteorder", None) is not None and \
                     archive.read(records["byteorder"]) != b"little":
                 raise bad("its storages are big-endian, which minigrad does not read")
-            unpickler = _Unpickler(io.BytesIO(archive.read(records["data.pkl"])), archive,
-                                   records, bad, _COPY_RATIO * size + _COPY_SLACK)
-            state = unpickler.load()
-            arrays, structure = _structure(state, records["data.pkl"].file_size, bad)
-            return arrays, None if structure is None else json.dumps(structure)
+            data = archive.read(records["data.pkl"])
+            torch_file = _TorchFile(archive, records, bad, loaded, values,
+                                    _COPY_RATIO * size + _COPY_SLACK)
+            torch_file.machine = WeightsPickle(
+                data, torch_file.find_class, torch_file.persistent_load, values,
+                max_bytes - len(data), bad)
+            return torch_file.machine.load()
     except CheckpointError:
         raise
     except _DAMAGE as error:
@@ -262,14 +279,6 @@ class _Storage:
         self.array = array
 
 
-class _Loaded:
-    """A tensor read from the file (`_rebuild_tensor_v2`'s result): its array, a copy (one per
-    view of a storage)."""
-
-    def __init__(self, array):
-        self.array = array
-
-
 def _dtype(storage_name):
     name = _STORAGES[storage_name]
     if name != "bfloat16":
@@ -281,14 +290,15 @@ def _dtype(storage_name):
     return numpy.dtype(ml_dtypes.bfloat16)
 
 
-class _Unpickler(pickle.Unpickler):
-    """The pickle machine with only a weights-only file's names (see the module docstring)."""
+class _TorchFile:
+    """The names a weights-only file's pickle may use (see the module docstring), for the
+    pickle machine (weights_pickle.py, set as `machine`), which charges what they build."""
 
-    def __init__(self, file, archive, records, bad, budget):
-        super().__init__(file)
+    def __init__(self, archive, records, bad, loaded, values, copies):
         self.archive, self.records, self.bad, self.storages = archive, records, bad, {}
-        self.views = {}        # (storage, offset, size, stride) -> its _Loaded
-        self.budget = budget   # bytes the tensors may still take
+        self.loaded, self.values = loaded, values
+        self.views = {}        # (storage, offset, size, stride) -> its tensor
+        self.copies = copies   # bytes the copies of views may still take
         self.allowed = {("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
                         ("torch._utils", "_rebuild_parameter"): self.rebuild_parameter,
                         ("collections", "OrderedDict"): _ordered_dict}
@@ -323,16 +333,18 @@ class _Unpickler(pickle.Unpickler):
             raise self.bad(f"storage {key!r} claims {numel} elements of {kind.dtype} "
                            f"({numel * kind.dtype.itemsize} bytes) but its record holds "
                            f"{info.file_size} bytes")
-        array = numpy.frombuffer(self.archive.read(info), kind.dtype.newbyteorder("<"))
-        self.storages[key] = _Storage(array.astype(kind.dtype))
+        self.machine.charge(info.file_size, "storages")
+        self.storages[key] = _Storage(_read_record(self.archive, info, numel, kind.dtype))
         return self.storages[key]
 
     def rebuild_tensor(self, storage, offset, size, stride, requires_grad, hooks,
                        metadata=None):
-        """`storage[offset + sum(i_k * stride_k)]` at each index i of `size`, checked first."""
+        """`storage[offset + sum(i_k * stride_k)]` at each index i of `size`, checked first by
+        the elements it addresses: any stride on an axis of size 1 (it addresses nothing more),
+        as torch loads it."""
         if not (isinstance(storage, _Storage) and _index(offset)
                 and isinstance(size, tuple) and all(map(_index, size))
-                and isinstance(stride, tuple) and all(map(_index, stride))
+                and isinstance(stride, tuple) and all(map(_stride, stride))
                 and len(size) == len(stride) <= 64 and isinstance(requires_grad, bool)
                 and isinstance(hooks, dict) and not hooks
                 and (metadata is None or isinstance(metadata, dict))):
@@ -347,28 +359,53 @@ class _Unpickler(pickle.Unpickler):
             raise self.bad(f"a tensor of size {size} has more elements than its storage "
                            f"({available}; an expanded view): save a .contiguous() copy")
         view_key = (id(storage), offset, size, stride)   # (storages live in self.storages)
-        if view_key in self.views:
-            return self.views[view_key]
-        itemsize = storage.array.itemsize
-        self.budget -= numel * itemsize
-        if self.budget < 0:
-            raise self.bad(f"its tensors would take more than {_COPY_RATIO} times the file's "
-                           f"size (many views of one storage)")
-        view = numpy.lib.stride_tricks.as_strided(
-            storage.array[offset:] if numel else storage.array[:0], size,
-            [s * itemsize for s in stride], writeable=False)
-        self.views[view_key] = _Loaded(numpy.array(view, order="C"))
+        if view_key not in self.views:
+            self.machine.charge(TENSOR, "tensors")
+            self.views[view_key] = self.loaded(self.elements(storage.array, offset, size,
+                                                             stride))
         return self.views[view_key]
 
+    def elements(self, array, offset, size, stride):
+        """The view's elements: the storage itself when the view is all of it in order (most
+        tensors), else a copy (charged)."""
+        strides = [0 if n == 1 else s for n, s in zip(size, stride, strict=True)]
+        if offset == 0 and math.prod(size) == array.size and strides == [
+                0 if n == 1 else math.prod(size[i + 1:]) for i, n in enumerate(size)]:
+            return array.reshape(size)
+        nbytes = math.prod(size) * array.itemsize
+        self.copies -= nbytes
+        if self.copies < 0:
+            raise self.bad(f"its tensors would take more than {_COPY_RATIO} times the file's "
+                           f"size (many views of one storage)")
+        self.machine.charge(nbytes, "tensors")
+        view = numpy.lib.stride_tricks.as_strided(
+            array[offset:] if math.prod(size) else array[:0], size,
+            [s * array.itemsize for s in strides], writeable=False)
+        return numpy.array(view, order="C")
+
     def rebuild_parameter(self, data, requires_grad, hooks):
-        if not isinstance(data, _Loaded):
+        if not isinstance(data, self.values):
             raise self.bad("a parameter's data is not a tensor")
         return data
 
 
+def _read_record(archive, info, numel, dtype):
+    """A storage's little-endian elements, read into their array a MiB at a time (never the
+    whole record twice in memory); the zip's CRC is checked as it is read."""
+    array = numpy.empty(numel, dtype.newbyteorder("<"))
+    raw = array.view(numpy.uint8)
+    with archive.open(info) as record:
+        for start in range(0, raw.size, 1 << 20):
+            chunk = record.read(min(1 << 20, raw.size - start))
+            if len(chunk) < min(1 << 20, raw.size - start):
+                raise EOFError("a storage record is shorter than it claims")
+            raw[start:start + len(chunk)] = numpy.frombuffer(chunk, numpy.uint8)
+    return array.astype(dtype, copy=False)
+
+
 def _ordered_dict(*args):
     """collections.OrderedDict(), for a pickle; it takes the attributes PyTorch pickles with a
-    state dict (`_metadata`), which `_structure` drops."""
+    state dict (`_metadata`) by BUILD, which the pickle machine drops."""
     if args:
         raise pickle.UnpicklingError("OrderedDict is only rebuilt empty in a weights-only file")
     return collections.OrderedDict()
@@ -378,38 +415,5 @@ def _index(value):
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _BIG
 
 
-def _structure(state, pickle_size, bad):
-    """(arrays, structure) for serialization.py, from the unpickled object; at most a few
-    nodes per pickle byte (a pickle that repeats one container cannot blow up). A tensor met
-    again is named again, not stored twice."""
-    arrays, names, budget = {}, {}, [2 * pickle_size + 1000]
-
-    def node(value):
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise bad("its pickle expands to far more objects than it holds (shared containers)")
-        if isinstance(value, _Loaded):
-            if not isinstance(value.array, numpy.ndarray):   # a pickle's BUILD replaced it
-                raise bad("a tensor's attributes were changed after it was rebuilt")
-            if id(value) not in names:   # (the _Loaded objects live in `state`)
-                names[id(value)] = str(len(arrays))
-                arrays[names[id(value)]] = value.array
-            return {"tensor": names[id(value)]}
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return value
-        if isinstance(value, dict):
-            for key in value:
-                if isinstance(key, bool) or not isinstance(key, (str, int)):
-                    raise bad(f"a dict has the key {key!r:.80} ({type(key).__name__}); "
-                              f"minigrad reads str and int keys")
-            kind = "ordered_dict" if isinstance(value, collections.OrderedDict) else "dict"
-            return {kind: [[key, node(item)] for key, item in value.items()]}
-        if isinstance(value, (list, tuple)):
-            return {type(value).__name__: [node(item) for item in value]}
-        raise bad(f"it holds a {type(value).__name__}, which a weights-only file does not")
-
-    try:
-        structure = node(state)
-    except RecursionError:
-        raise bad("its object is nested too deeply") from None
-    return arrays, structure
+def _stride(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63

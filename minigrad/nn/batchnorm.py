@@ -53,6 +53,10 @@ class _BatchNorm(Module):
                  track_running_stats=True, scale=None, center=None, fused="auto", device=None,
                  dtype=None, memory="input"):
         super().__init__()
+        if isinstance(num_features, bool) or not isinstance(num_features, int) or \
+                num_features < 0:
+            raise ValueError(f"{type(self).__name__}: num_features must be an int >= 0 (the "
+                             f"channels of the input), not {num_features!r}")
         if fused not in ("auto", True, False):
             raise ValueError(f"{type(self).__name__}: fused must be 'auto', True or False, not "
                              f"{fused!r}")

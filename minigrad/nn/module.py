@@ -406,13 +406,29 @@ class Module:
         return ""
 
     def __repr__(self):
-        children = [f"({name}): " + repr(child).replace("\n", "\n  ")
-                    for name, child in self._modules.items()]
-        extra = self.extra_repr()
-        if not children:
-            return f"{type(self).__name__}({extra})"
-        lines = ([extra] if extra else []) + children
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        """PyTorch's layout: `Name(extra)`, or the lines of extra_repr and each child, indented
+        under `Name(`. Written line by line from a stack, not by recursion, so a 3,000-deep
+        Sequential prints (in time linear in the text)."""
+        lines, stack = [], [(0, "", self)]   # (depth, text before it, module or None: ")")
+        while stack:
+            depth, before, module = stack.pop()
+            if module is None:
+                lines.append((depth, before))
+            elif module is not self and (not isinstance(module, Module) or
+                                         type(module).__repr__ is not Module.__repr__):
+                first, *rest = repr(module).split("\n")   # (its own __repr__)
+                lines += [(depth, before + first)] + [(depth, line) for line in rest]
+            else:
+                name, extra = type(module).__name__, module.extra_repr()
+                extra = extra.split("\n") if extra else []
+                if not module._modules and len(extra) <= 1:
+                    lines.append((depth, f"{before}{name}({''.join(extra)})"))
+                    continue
+                lines += [(depth, f"{before}{name}(")] + [(depth + 1, line) for line in extra]
+                stack.append((depth, ")", None))
+                stack += [(depth + 1, f"({key}): ", child)
+                          for key, child in reversed(module._modules.items())]
+        return "\n".join("  " * depth + text for depth, text in lines)
 
 
 def _move(tensor, backend, dtype):

@@ -48,6 +48,8 @@ class GroupNorm(Module):
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
         super().__init__()
+        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+            raise ValueError(f"GroupNorm: num_groups must be an int >= 1, not {num_groups!r}")
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
                              f"num_groups ({num_groups})")
@@ -172,6 +174,9 @@ class RegionBatchNorm2d(_BatchNorm):
     def __init__(self, num_features, regions, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, scale=None, center=None, fused="auto", device=None,
                  dtype=None):
+        if isinstance(regions, bool) or not isinstance(regions, int) or regions < 1:
+            raise ValueError(f"RegionBatchNorm2d: regions must be an int >= 1 (bands of the "
+                             f"height), not {regions!r}")
         super().__init__(num_features, eps, momentum, affine, track_running_stats, scale,
                          center, fused, device, dtype)
         self.regions = regions

@@ -89,7 +89,12 @@ class Optimizer:
         on (a subclass with further rules checks them after calling this)."""
         name = type(self).__name__
         for key in self.non_negative:
-            if group[key] < 0:
+            try:
+                negative = group[key] < 0
+            except TypeError:   # a str, None: name the setting (PyTorch's error does not)
+                raise TypeError(f"{name}: {key} must be a number, not "
+                                f"{type(group[key]).__name__} ({group[key]!r:.40})") from None
+            if negative:
                 raise ValueError(f"{name}: {key} must be >= 0, not {group[key]}")
         betas = group.get("betas")
         if betas is not None and (len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas)):

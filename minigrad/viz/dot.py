@@ -4,6 +4,8 @@ own SVG (svg.py): the picture means the same either way."""
 import shutil
 import subprocess
 
+from .naming import printable
+
 STYLES = {
     "leaf": 'shape=ellipse, style=filled, fillcolor="#cfe2f3"',
     "constant": 'shape=ellipse, style=filled, fillcolor="#eeeeee"',
@@ -15,6 +17,7 @@ STYLES = {
 
 
 def quote(text):
+    text = printable(text, lines=True)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

@@ -131,10 +131,9 @@ class Graph:
         shown = nodes[len(hidden):]
         self.boxes, self.edges, self._ids = [], [], {}
         self._held, self._gone = known_values(shown, roots, names, tape)
-        used = {value_key(t) for n in shown for t in n.present_inputs}
-        for leaf in leaves:
-            if id(leaf) in used or any(leaf is r for r in roots):
-                self._add_leaf(leaf)
+        used = {value_key(t) for n in shown for t in n.present_inputs} | set(map(id, roots))
+        for number, leaf in enumerate(leaf for leaf in leaves if id(leaf) in used):
+            self._add_leaf(leaf, f"t{number}")
         if hidden:
             self.boxes.append(Box("more", "note", [
                 f"{len(hidden)} earlier ops not drawn",
@@ -167,8 +166,7 @@ class Graph:
         lines = [prefix + " ".join(dtype + [data])] if prefix else dtype + [data]
         return lines + ([] if grad is None else [f"{prefix}grad {summary(grad)}"])
 
-    def _add_leaf(self, tensor):
-        box_id = f"t{sum(b.kind in ('leaf', 'constant') for b in self.boxes)}"
+    def _add_leaf(self, tensor, box_id):
         self._ids[id(tensor)] = box_id
         if tensor.requires_grad:
             role = "requires_grad"

@@ -5,7 +5,11 @@ svg.py and matplotlib (render.py). The Sugiyama scheme, in its simplest form:
    its first reader (the longest path to the bottom), so a leaf, a weight or a reshape of a
    parameter is drawn next to the op that reads it, not at the top of the page.
 2. An edge that skips layers gets a waypoint in every layer it passes: a box of no size that
-   claims a lane between the boxes of that layer.
+   claims a lane between the boxes of that layer. The edges from one box share its lane (a
+   weight read by every step of a loop is one lane, which each reader leaves from the layer
+   above it), so the drawing grows linearly with the graph. Past LANES lane points per box
+   (values read many layers below where they are made, many times over), the longest lanes are
+   dropped and their edges drawn as one curve each.
 3. Within a layer, boxes and waypoints start in tape order and are moved, in a few sweeps down
    and up, towards the mean x of what they connect to (the barycenter heuristic), kept apart
    where they would overlap. An op's input edges enter its top left to right in argument order
@@ -26,6 +30,7 @@ LANE = 10      # px between a lane (an edge passing a layer) and its neighbours
 SPREAD = 24    # px between the ends of edges that share a side of a box, at most
 SWEEPS = 8     # barycenter sweeps, alternately down and up (the last one up)
 LIGHT, LANE_WEIGHT = 0.05, 0.3   # how hard leaves and lanes hold their place; an op: 1
+LANES = 16     # lane points per box (and edge), at most, so that layouts take linear time
 
 Place = namedtuple("Place", "box x y width height")   # x, y: the box's centre
 # path: ("M", point), ("L", point) and ("C", control, control, point) steps, as in SVG
@@ -41,17 +46,16 @@ class Layout:
         edges = graph.edges
         layer = _layers(order, edges)
         size = {b: _size(boxes[b]) for b in order}
-        # each edge as a chain source, waypoints (k, layer), target
-        chains = [[e.source, *((k, n) for n in range(layer[e.source] + 1, layer[e.target])),
-                   e.target] for k, e in enumerate(edges)]
+        lanes = _lanes(edges, layer, LANES * (len(order) + len(edges)))
+        chains = _chains(edges, layer, lanes)
         entry = _entries(edges, size)   # where each edge enters its target, from its centre
         rows = [[] for _ in range(max(layer.values(), default=0) + 1)]
         rank = {b: i for i, b in enumerate(order)}
-        for chain in chains:
-            for point in chain[1:-1]:
-                rows[point[1]].append(point)
-                size[point], rank[point] = (0.0, 0.0), rank[chain[0]] + 0.5
-                layer[point] = point[1]
+        for source, deepest in lanes.items():
+            for n in range(layer[source] + 1, deepest + 1):
+                rows[n].append((source, n))
+                size[source, n], rank[source, n] = (0.0, 0.0), rank[source] + 0.5
+                layer[source, n] = n
         for b in order:
             rows[layer[b]].append(b)
         for row in rows:
@@ -81,8 +85,8 @@ class Layout:
             top += tallest + GAP_Y
         self.width = max((x[p] + size[p][0] / 2 for p in x), default=0) + MARGIN
         self.height = max(top - GAP_Y + MARGIN, 2 * MARGIN)
-        exits = _exits(chains, entry, x, size)
-        self.routes = [_route(edge, chain, entry[k], exits[k], self.places, x, bands, layer)
+        exits = _exits(chains, entry, x, size, edges)
+        self.routes = [_route(edge, chain, entry[k], exits.get(k), self.places, x, bands, layer)
                        for k, (edge, chain) in enumerate(zip(edges, chains, strict=True))]
 
 
@@ -106,6 +110,40 @@ def _layers(order, edges):
     return {b: deepest - d for b, d in depth.items()}
 
 
+def _lanes(edges, layer, most):
+    """{source: the deepest layer its lane passes} for the sources whose edges skip layers,
+    the longest lanes left out where all of them would pass more than `most` layers."""
+    deepest = {}
+    for edge in edges:
+        if layer[edge.target] > layer[edge.source] + 1:
+            deepest[edge.source] = max(deepest.get(edge.source, 0), layer[edge.target] - 1)
+    total = sum(d - layer[s] for s, d in deepest.items())
+    for source in sorted(deepest, key=lambda s: layer[s] - deepest[s]):   # the longest first
+        if total <= most:
+            break
+        total -= deepest.pop(source) - layer[source]
+    return deepest
+
+
+def _chains(edges, layer, lanes):
+    """Each edge as the chain of points it runs through: [source, target], or with a lane
+    [source, (source, layer) for each layer the lane passes, target] for the edge that goes
+    deepest, and [(source, the layer above the target), target] for the others, which leave
+    the lane there."""
+    chains, trunks = [], set()
+    for edge in edges:
+        source, below = edge.source, layer[edge.target] - 1
+        if source not in lanes or below == layer[source]:
+            chains.append([source, edge.target])
+        elif below == lanes[source] and source not in trunks:
+            trunks.add(source)
+            chains.append([source, *((source, n) for n in range(layer[source] + 1, below + 1)),
+                           edge.target])
+        else:
+            chains.append([(source, below), edge.target])
+    return chains
+
+
 def _spread(count, width):
     """Offsets from a box's centre of `count` edge ends along one of its sides, in order."""
     if count == 1:
@@ -126,11 +164,14 @@ def _entries(edges, size):
     return entry
 
 
-def _exits(chains, entry, x, size):
-    """Edge index -> where it leaves its source's bottom, from the centre: edges sharing a
-    source are ordered by where they go next, so that they do not cross as they leave."""
+def _exits(chains, entry, x, size, edges):
+    """Edge index -> where it leaves its source's bottom, from the centre, for the edges that
+    start there (not those that leave a lane): edges sharing a source are ordered by where they
+    go next, so that they do not cross as they leave."""
     by_source = {}
     for k, chain in enumerate(chains):
+        if chain[0] != edges[k].source:
+            continue
         following = x[chain[1]] + (entry[k] if len(chain) == 2 else 0.0)
         by_source.setdefault(chain[0], []).append((following, k))
     exits = {}
@@ -200,12 +241,16 @@ def _pack(row, wanted, weight, size, x):
 
 
 def _route(edge, chain, entry, leave, places, x, bands, layer):
-    """The path of one edge: out of the source's bottom, across each gap by an S-curve, down
-    each waypoint's lane, into the target's top."""
-    source, target = places[edge.source], places[edge.target]
-    at = (source.x + leave, _bottom(source, leave))
+    """The path of one edge: out of the source's bottom (or its lane, in the layer above the
+    target), across each gap by an S-curve, down each waypoint's lane, into the target's top."""
+    target = places[edge.target]
+    if chain[0] == edge.source:
+        source = places[edge.source]
+        at = (source.x + leave, _bottom(source, leave))
+    else:   # leaving the lane: from the top of its waypoint's band
+        at = (x[chain[0]], bands[layer[chain[0]]][0])
     path = [("M", at)]
-    bottom = bands[layer[edge.source]][1]
+    bottom = bands[layer[chain[0]]][1]
     label_at = None
     for point in chain[1:]:
         if at[1] < bottom:

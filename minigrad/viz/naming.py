@@ -6,9 +6,25 @@
 `module` is the cleaner of the two for a model (PyTorch's torchviz takes
 `params=dict(model.named_parameters())`, which `names=` also accepts); where both name a tensor,
 `names` wins. A tensor is keyed by the value it is in the graph (autograd.value_key), so a leaf
-and an op output are named alike.
+and an op output are named alike. A name is shown with its control characters and lone
+surrogates (which XML and UTF-8 cannot hold) written as escapes: "a\\x07", "\\udc80".
 """
+import unicodedata
+
 from ..autograd import Tensor, value_key
+
+
+def printable(text, lines=False):
+    """`text` with control characters (but line breaks where `lines`), lone surrogates and the
+    non-characters U+FFFE and U+FFFF written as Python escapes, so that any file format (SVG,
+    DOT, UTF-8) can hold it."""
+    text = str(text)
+    if lines:
+        return "\n".join(printable(line) for line in text.split("\n"))
+    if text.isprintable():
+        return text
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cs") or
+                   c in "\ufffe\uffff" else c for c in text)
 
 
 def names_of(names=None, module=None, where="mg.viz"):
@@ -19,12 +35,12 @@ def names_of(names=None, module=None, where="mg.viz"):
             raise TypeError(f"{where}: module must be an nn.Module (its parameters and buffers "
                             f"are named by their paths), not {type(module).__name__}")
         for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-            found.setdefault(value_key(tensor), name)
+            found.setdefault(value_key(tensor), printable(name))
     for name, tensor in (names or {}).items():
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{where}: names must map names to tensors, but {name!r} maps to a "
                             f"{type(tensor).__name__}")
-        found[value_key(tensor)] = str(name)
+        found[value_key(tensor)] = printable(name)
     return found
 
 

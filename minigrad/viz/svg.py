@@ -1,9 +1,11 @@
 """A Graph (graph.py) as SVG text, from its Layout (layout.py): written by minigrad, no
 Graphviz. Every piece of text is escaped for XML, so an op or tensor name with <, & or quotes
-cannot break the file. The colours are those of the DOT styles (dot.py)."""
+cannot break the file (control characters and lone surrogates are shown as escapes). The
+colours are those of the DOT styles (dot.py)."""
 from xml.sax.saxutils import escape
 
 from .layout import FONT, LINE, Layout
+from .naming import printable
 
 FILL = {"leaf": "#cfe2f3", "constant": "#eeeeee", "op": "#ffffff", "freed": "#ffffff",
         "output": "#fff2cc", "note": "#fde2e2"}
@@ -17,7 +19,7 @@ markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fil
 
 def text(value):
     """`value` safe inside an SVG element or a double-quoted attribute."""
-    return escape(str(value), {'"': "&quot;", "'": "&apos;"})
+    return escape(printable(value, lines=True), {'"': "&quot;", "'": "&apos;"})
 
 
 def path_data(route):

@@ -23,7 +23,8 @@ first op that ran), so the trace and the picture name the same boxes. Leaves are
 `names` and `module` (naming.py), else by where they were first read ("input 1 of matmul #1").
 A vanishing gradient shows as norms falling towards 0 step by step, an exploding one as norms
 growing, a NaN at the first step that makes it. The walk is the engine's own (a step hook,
-minigrad/hooks.py), not a copy.
+minigrad/hooks.py), not a copy; the hook is the calling thread's, so other threads' backward
+passes run untouched.
 """
 import math
 import sys
