@@ -14,10 +14,16 @@ docs/transforms.md compares the two.
 
 Levels nest (as functorch's do; plain PyTorch allows one): a level opened inside another
 differentiates the outer one's computation again (forward over forward). A tangent is kept per
-level in a table of that level, keyed by the tensor object, so a tensor is dual only while its
-level is open; leaving the level drops the table. The tangent at level L may itself carry
-tangents of the levels outside L, never of L or those inside it: the JVP at level L runs
-with only the outer levels open (`push_tangents`). The levels are per thread, as grad mode is.
+level in a table of that level, so a tensor is dual only while its level is open; leaving the
+level drops the table. The table is keyed by the value (`graph.value_key`: a recorded output is
+its node and index, anything else the tensor object), as PyTorch's saved variables keep their
+tangents: the alias of an input a node keeps and the output backward rebuilds are the same
+value, so a backward written with ops carries tangents too (forward over reverse,
+jacfwd(jacrev)). The tangent at level L may itself carry tangents of the levels outside L,
+never of L or those inside it: the JVP at level L runs with only the outer levels open
+(`push_tangents`). The levels are per thread, as grad mode is. Inside vmap a tangent lives
+with its primal's value under the batch (mg.func.jvp puts it there): a batched tensor is
+never dual itself.
 
 Ops ask for tangents in `Op.apply` (minigrad/ops/base.py) through one per-thread field,
 `_state.levels`, empty unless a level is open; then `push_tangents` runs the op's `jvp`.
@@ -27,6 +33,8 @@ import contextlib
 import threading
 import weakref
 
+from .batched import BatchedTensor
+from .graph import value_key
 from .saved_values import source_of
 from .tensor import Tensor
 
@@ -41,8 +49,8 @@ UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "ta
 
 
 class _Level:
-    """One open dual level: its index (0 outermost) and the tangents of its dual tensors, as
-    id(tensor) -> (a weak reference to the tensor, its tangent)."""
+    """One open dual level: its index (0 outermost) and the tangents of its dual values, as
+    value_key(tensor) -> (a weak reference to the tensor or its node, the tangent)."""
 
     __slots__ = ("index", "tangents")
 
@@ -50,16 +58,16 @@ class _Level:
         self.index, self.tangents = index, {}
 
     def tangent(self, t):
-        entry = self.tangents.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else None
+        entry = self.tangents.get(value_key(t))
+        return entry[1] if entry is not None and entry[0]() is (t._node or t) else None
 
     def set(self, t, tangent):
-        key, table = id(t), self.tangents
+        key, table = value_key(t), self.tangents
 
-        def forget(ref):   # the tensor is gone: its id may be reused, drop its entry
+        def forget(ref):   # the value is gone: its id may be reused, drop its entry
             if table.get(key, (None,))[0] is ref:
                 del table[key]
-        table[key] = (weakref.ref(t, forget), tangent)
+        table[key] = (weakref.ref(t._node or t, forget), tangent)
 
 
 class dual_level(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
@@ -108,6 +116,7 @@ def make_dual(tensor, tangent, *, level=None):
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError(f"make_dual: expected two tensors, got {type(tensor).__name__} and "
                         f"{type(tangent).__name__}")
+    _refuse_batched("make_dual", tensor, tangent)
     if tensor.dtype.kind != "f":
         raise ValueError(f"make_dual: expected primal to be floating point, but got: "
                          f"{tensor.dtype}")
@@ -131,10 +140,31 @@ def unpack_dual(tensor, *, level=None):
     if not levels:
         return UnpackedDualTensor(tensor, None)
     at = _level("unpack_dual", level)
+    _refuse_batched("unpack_dual", tensor)
     tangent = at.tangent(tensor)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     return UnpackedDualTensor(_at_levels(tensor, levels[:at.index]), tangent)
+
+
+def with_tangents_of(source, t):
+    """`t` (a leaf cut from `source`'s graph, say) as a dual tensor with `source`'s tangents at
+    every open level: itself when source has none."""
+    for level in _state.levels:
+        tangent = level.tangent(source)
+        if tangent is not None:
+            t = make_dual(t, tangent, level=level.index)
+    return t
+
+
+def _refuse_batched(op, *tensors):
+    """A tangent lives with the value under vmap's batches (mg.func.jvp puts it there), so one
+    set on, or read from, a batched tensor would be lost or misread: an error instead."""
+    for t in tensors:
+        if isinstance(t, BatchedTensor):
+            raise RuntimeError(f"{op}: got a batched tensor (inside vmap, one example of shape "
+                               f"{t.shape}); make and read dual tensors inside vmap with "
+                               "mg.func.jvp, which keeps each tangent with its primal's batch")
 
 
 def refuse_in_place(name, x, values):

@@ -234,7 +234,7 @@ def test_bad_input_names_the_function_and_sizes():
 
 # The ops without a batching rule (docs/vmap.md says why); a new op must add itself here or
 # get a rule.
-KNOWN_MISSING = ["all_gather", "all_reduce", "broadcast", "conv2d_weight", "fold",
+KNOWN_MISSING = ["all_gather", "all_reduce", "broadcast", "fold",
                  "sync_batch_norm", "sync_normalize", "unfold"]
 
 

@@ -94,13 +94,11 @@ class Conv2d(Op):
             return split_leading(cls.apply(merged(x), weight, bias, **geometry), size)
         x = x if batched[0] else stretched(x, size)
         weight = weight if batched[1] else stretched(weight, size)
-        n, outputs = x.shape[1], weight.shape[1]
-        x = x.permute(1, 0, 2, 3, 4).reshape((n, -1) + tuple(x.shape[3:]))
         if bias is not None:
             bias = (bias if batched[2] else stretched(bias, size)).reshape((-1,))
-        y = cls.apply(x, weight.reshape((-1,) + tuple(weight.shape[2:])), bias,
-                      **{**geometry, "groups": size * geometry.get("groups", 1)})
-        return y.reshape((n, size, outputs) + tuple(y.shape[2:])).permute(1, 0, 2, 3, 4)
+        y = cls.apply(_examples_as_channels(x), weight.reshape((-1,) + tuple(weight.shape[2:])),
+                      bias, **{**geometry, "groups": size * geometry.get("groups", 1)})
+        return _channels_as_examples(y, size)
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
@@ -128,6 +126,16 @@ class Conv2d(Op):
     def jvp(ctx, dx, dweight, dbias):
         return total(product_rule(ctx, dx, dweight, None, added=(2,)),
                      None if dbias is None else dbias.reshape((1, -1, 1, 1)))
+
+
+def _examples_as_channels(t):
+    """A batch (B, N, C, H, W) as one (N, B * C, H, W): example b's channels side by side."""
+    return t.permute(1, 0, 2, 3, 4).reshape((t.shape[1], -1) + tuple(t.shape[3:]))
+
+
+def _channels_as_examples(t, size):
+    """The inverse of _examples_as_channels for an output (N, B * O, Ho, Wo)."""
+    return t.reshape((t.shape[0], size, -1) + tuple(t.shape[2:])).permute(1, 0, 2, 3, 4)
 
 
 class ConvTranspose2d(Op):
@@ -179,6 +187,15 @@ class Conv2dWeight(Op):
     """conv2d's weight gradient: x (N, C, H, W) and g (N, O, Ho, Wo) -> (O, C/G, kh, kw);
     out = g @ unfold(x)^T,  dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U).
     jvp: dy = conv2d_weight(dx, g) + conv2d_weight(x, dg)."""
+
+    @classmethod
+    def batching(cls, size, batched, x, g, **geometry):
+        """As conv2d's rule with a weight per example: example b's channels are group b."""
+        x, g = [v if b else stretched(v, size) for v, b in zip((x, g), batched, strict=True)]
+        groups = size * geometry.pop("groups", 1)
+        u = cls.apply(_examples_as_channels(x), _examples_as_channels(g), groups=groups,
+                      **geometry)
+        return u.reshape((size, -1) + tuple(u.shape[1:]))
 
     @staticmethod
     def forward(ctx, x, g, *, kernel, stride, padding, dilation=NO_DILATION, groups=1):
