@@ -108,19 +108,12 @@ class TensorMethods:
     def __getitem__(self, index): return ops.getitem(self, index)
 
     # Comparisons are not differentiable: they give boolean tensors.
-    def _compare(self, other, name):
-        if isinstance(other, Tensor):
-            if other.backend is not self.backend:
-                raise ops.base.device_mismatch(name, (self, other))
-            other = other.array
-        return Tensor.from_array(getattr(self.backend.xp, name)(self.array, other), self.backend)
-
-    def __eq__(self, other): return self._compare(other, "equal")
-    def __ne__(self, other): return self._compare(other, "not_equal")
-    def __lt__(self, other): return self._compare(other, "less")
-    def __le__(self, other): return self._compare(other, "less_equal")
-    def __gt__(self, other): return self._compare(other, "greater")
-    def __ge__(self, other): return self._compare(other, "greater_equal")
+    def __eq__(self, other): return ops.compare(self, other, "equal")
+    def __ne__(self, other): return ops.compare(self, other, "not_equal")
+    def __lt__(self, other): return ops.compare(self, other, "less")
+    def __le__(self, other): return ops.compare(self, other, "less_equal")
+    def __gt__(self, other): return ops.compare(self, other, "greater")
+    def __ge__(self, other): return ops.compare(self, other, "greater_equal")
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------------ methods that call ops

@@ -128,6 +128,14 @@ CASES = {
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                    lambda x, w, b: TF.batch_norm(x, None, None, w, b, training=True),
                    [(4, 3, 2, 2), (3,), (3,)], (0, None, 0)),
+    "sort_topk_max_argmax": (
+        lambda a: a.sort(1).values + a.topk(2, 0).values.sum(0) + a.max(1).values[:, None]
+        + a.min(0, keepdim=True).values + a.argmax(1)[:, None] * a.argmin(),
+        lambda a: a.sort(1).values + a.topk(2, 0).values.sum(0) + a.max(1).values[:, None]
+        + a.min(0, keepdim=True).values + a.argmax(1)[:, None] * a.argmin(), [(2, 3)], 0),
+    "compare_masked_fill": (lambda a, b: mg.where(a > b, a, b * (a != 0)) + a.masked_fill(
+        a <= 0, 2.0), lambda a, b: torch.where(a > b, a, b * (a != 0)) + a.masked_fill(
+        a <= 0, 2.0), [(4,), (4,)], (0, None)),
     "layer_norm": (lambda x: F.layer_norm(x, (3,)), lambda x: TF.layer_norm(x, (3,)),
                    [(2, 3)], 0),
 }
