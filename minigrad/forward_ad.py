@@ -33,7 +33,7 @@ import contextlib
 import threading
 import weakref
 
-from .batched import BatchedTensor
+from .batched import BatchedTensor, unwrapped
 from .graph import value_key
 from .saved_values import source_of
 from .tensor import Tensor
@@ -221,6 +221,12 @@ def push_function_tangents(function, jvp, ctx, args, saved, raw, outputs):
     wanted = [k for k, out in enumerate(raw) if isinstance(out, Tensor) and out.dtype.kind == "f"
               and not any(out is t for t in ctx._non_differentiable)]
     for level in levels:
+        for a in args:   # a tangent under a batch (mg.func.jvp in vmap) is the value's
+            if isinstance(a, BatchedTensor) and level.tangent(unwrapped(a)[0]) is not None:
+                raise NotImplementedError(
+                    f"{function.__name__}: forward-mode AD through an autograd.Function inside "
+                    "vmap is not implemented (its jvp would see the batch's tangents, not one "
+                    "example's); call it outside vmap, or write it with minigrad ops")
         tangents = [level.tangent(a) if isinstance(a, Tensor) else None for a in args]
         if all(d is None for d in tangents) or not wanted:
             continue

@@ -189,3 +189,30 @@ def test_bad_input_names_the_function_and_sizes():
             vmap(lambda t: mg.autograd.forward_ad.make_dual(t, t))(mg.ones(2, 3))
     with pytest.raises(RuntimeError, match=r"jacfwd\(double\).*argnums=2"):
         jacfwd(double, argnums=2)(mg.ones(3))
+
+
+class Cube(mg.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return 3 * t ** 2 * g
+
+    @staticmethod
+    def jvp(ctx, dt):
+        (t,) = ctx.saved_tensors
+        return 3 * t ** 2 * dt
+
+
+def test_an_autograd_function_gets_its_tangent_or_a_clear_error():
+    x = data((3,), 17)
+    _, tangent = jvp(Cube.apply, (mg.tensor(x),), (mg.ones(3).double(),))
+    close(tangent, torch.tensor(3 * x ** 2))
+    with pytest.raises(NotImplementedError, match="Cube: forward-mode AD through an "
+                                                  "autograd.Function inside vmap"):
+        vmap(lambda p: jvp(Cube.apply, (p,), (mg.ones(3).double(),)))(mg.tensor(data((4, 3),
+                                                                                    18)))
