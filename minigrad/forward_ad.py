@@ -15,8 +15,9 @@ docs/transforms.md compares the two.
 Levels nest (as functorch's do; plain PyTorch allows one): a level opened inside another
 differentiates the outer one's computation again (forward over forward). A tangent is kept per
 level in a table of that level, so a tensor is dual only while its level is open; leaving the
-level drops the table. The table is keyed by the value (`graph.value_key`: a recorded output is
-its node and index, anything else the tensor object), as PyTorch's saved variables keep their
+level drops the table. The table is keyed by the value, as the reverse walk keys values
+(`graph.value_key`: a recorded output is its node and index, anything else the tensor object;
+here by their ids, so the table keeps no node alive), as PyTorch's saved variables keep their
 tangents: the alias of an input a node keeps and the output backward rebuilds are the same
 value, so a backward written with ops carries tangents too (forward over reverse,
 jacfwd(jacrev)). The tangent at level L may itself carry tangents of the levels outside L,
@@ -34,7 +35,6 @@ import threading
 import weakref
 
 from .batched import BatchedTensor, unwrapped
-from .graph import value_key
 from .saved_values import source_of
 from .tensor import Tensor
 
@@ -50,7 +50,7 @@ UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "ta
 
 class _Level:
     """One open dual level: its index (0 outermost) and the tangents of its dual values, as
-    value_key(tensor) -> (a weak reference to the tensor or its node, the tangent)."""
+    the value's key -> (a weak reference to the tensor or its node, the tangent)."""
 
     __slots__ = ("index", "tangents")
 
@@ -58,16 +58,21 @@ class _Level:
         self.index, self.tangents = index, {}
 
     def tangent(self, t):
-        entry = self.tangents.get(value_key(t))
+        entry = self.tangents.get(_key(t))
         return entry[1] if entry is not None and entry[0]() is (t._node or t) else None
 
     def set(self, t, tangent):
-        key, table = value_key(t), self.tangents
+        key, table = _key(t), self.tangents
 
         def forget(ref):   # the value is gone: its id may be reused, drop its entry
             if table.get(key, (None,))[0] is ref:
                 del table[key]
         table[key] = (weakref.ref(t._node or t, forget), tangent)
+
+
+def _key(t):
+    """The key of t's value: graph.value_key with ids in place of objects."""
+    return id(t) if t._node is None else (id(t._node), t._index)
 
 
 class dual_level(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
