@@ -32,11 +32,11 @@ def _has_jvp(op):
     return getattr(op, "jvp", None) is not None
 
 
-# The ops forward mode does not cover: compare gives booleans (no tangent to carry),
-# floor_divide has no derivative at all (as in PyTorch), and the collectives of
+# The ops forward mode does not cover: compare and class_targets give constants (no tangent
+# to carry), floor_divide has no derivative at all (as in PyTorch), and the collectives of
 # minigrad/distributed/ need a process group.
-WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "compare", "floor_divide",
-               "sync_batch_norm", "sync_normalize"]
+WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "class_targets", "compare",
+               "floor_divide", "sync_batch_norm", "sync_normalize"]
 
 ints = mg.tensor([[0, 2], [1, 0], [2, 3]])   # distinct in each row: scatter's writes all count
 
