@@ -37,23 +37,6 @@ class BatchedTensor(Tensor):
     dtype = property(lambda self: self.value.dtype)
     requires_grad = property(lambda self: self.value.requires_grad)
 
-    def _compare(self, other, name):
-        """x > y and the other comparisons, which run array code outside the ops: the
-        elementwise batching rule, applied here (minigrad/func/batching.py)."""
-        level = max(self.level, other.level if type(other) is BatchedTensor else 0)
-        sides = [t.value if type(t) is BatchedTensor and t.level == level else t
-                 for t in (self, other)]
-        flags = [type(t) is BatchedTensor and t.level == level for t in (self, other)]
-        rank = max([getattr(v, "ndim", 0) - f for v, f in zip(sides, flags, strict=True)])
-        sides = [v.reshape(v.shape[:1] + (1,) * (rank + 1 - v.ndim) + v.shape[1:]) if f else v
-                 for v, f in zip(sides, flags, strict=True)]
-        if type(sides[0]) is not BatchedTensor and type(sides[1]) is BatchedTensor:
-            # only `other` is still batched: compare from its side
-            flipped = {"less": "greater", "greater": "less", "less_equal": "greater_equal",
-                       "greater_equal": "less_equal"}.get(name, name)
-            return BatchedTensor(sides[1]._compare(sides[0], flipped), level)
-        return BatchedTensor(sides[0]._compare(sides[1], name), level)
-
     def detach(self):
         return BatchedTensor(self.value.detach(), self.level)
 

@@ -14,10 +14,17 @@ docs/transforms.md compares the two.
 
 Levels nest (as functorch's do; plain PyTorch allows one): a level opened inside another
 differentiates the outer one's computation again (forward over forward). A tangent is kept per
-level in a table of that level, keyed by the tensor object, so a tensor is dual only while its
-level is open; leaving the level drops the table. The tangent at level L may itself carry
-tangents of the levels outside L, never of L or those inside it: the JVP at level L runs
-with only the outer levels open (`push_tangents`). The levels are per thread, as grad mode is.
+level in a table of that level, so a tensor is dual only while its level is open; leaving the
+level drops the table. The table is keyed by the value, as the reverse walk keys values
+(`graph.value_key`: a recorded output is its node and index, anything else the tensor object;
+here by their ids, so the table keeps no node alive), as PyTorch's saved variables keep their
+tangents: the alias of an input a node keeps and the output backward rebuilds are the same
+value, so a backward written with ops carries tangents too (forward over reverse,
+jacfwd(jacrev)). The tangent at level L may itself carry tangents of the levels outside L,
+never of L or those inside it: the JVP at level L runs with only the outer levels open
+(`push_tangents`). The levels are per thread, as grad mode is. Inside vmap a tangent lives
+with its primal's value under the batch (mg.func.jvp puts it there): a batched tensor is
+never dual itself.
 
 Ops ask for tangents in `Op.apply` (minigrad/ops/base.py) through one per-thread field,
 `_state.levels`, empty unless a level is open; then `push_tangents` runs the op's `jvp`.
@@ -27,6 +34,7 @@ import contextlib
 import threading
 import weakref
 
+from .batched import BatchedTensor, unwrapped
 from .saved_values import source_of
 from .tensor import Tensor
 
@@ -41,8 +49,8 @@ UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "ta
 
 
 class _Level:
-    """One open dual level: its index (0 outermost) and the tangents of its dual tensors, as
-    id(tensor) -> (a weak reference to the tensor, its tangent)."""
+    """One open dual level: its index (0 outermost) and the tangents of its dual values, as
+    the value's key -> (a weak reference to the tensor or its node, the tangent)."""
 
     __slots__ = ("index", "tangents")
 
@@ -50,16 +58,21 @@ class _Level:
         self.index, self.tangents = index, {}
 
     def tangent(self, t):
-        entry = self.tangents.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else None
+        entry = self.tangents.get(_key(t))
+        return entry[1] if entry is not None and entry[0]() is (t._node or t) else None
 
     def set(self, t, tangent):
-        key, table = id(t), self.tangents
+        key, table = _key(t), self.tangents
 
-        def forget(ref):   # the tensor is gone: its id may be reused, drop its entry
+        def forget(ref):   # the value is gone: its id may be reused, drop its entry
             if table.get(key, (None,))[0] is ref:
                 del table[key]
-        table[key] = (weakref.ref(t, forget), tangent)
+        table[key] = (weakref.ref(t._node or t, forget), tangent)
+
+
+def _key(t):
+    """The key of t's value: graph.value_key with ids in place of objects."""
+    return id(t) if t._node is None else (id(t._node), t._index)
 
 
 class dual_level(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
@@ -108,6 +121,7 @@ def make_dual(tensor, tangent, *, level=None):
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError(f"make_dual: expected two tensors, got {type(tensor).__name__} and "
                         f"{type(tangent).__name__}")
+    _refuse_batched("make_dual", tensor, tangent)
     if tensor.dtype.kind != "f":
         raise ValueError(f"make_dual: expected primal to be floating point, but got: "
                          f"{tensor.dtype}")
@@ -131,10 +145,31 @@ def unpack_dual(tensor, *, level=None):
     if not levels:
         return UnpackedDualTensor(tensor, None)
     at = _level("unpack_dual", level)
+    _refuse_batched("unpack_dual", tensor)
     tangent = at.tangent(tensor)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     return UnpackedDualTensor(_at_levels(tensor, levels[:at.index]), tangent)
+
+
+def with_tangents_of(source, t):
+    """`t` (a leaf cut from `source`'s graph, say) as a dual tensor with `source`'s tangents at
+    every open level: itself when source has none."""
+    for level in _state.levels:
+        tangent = level.tangent(source)
+        if tangent is not None:
+            t = make_dual(t, tangent, level=level.index)
+    return t
+
+
+def _refuse_batched(op, *tensors):
+    """A tangent lives with the value under vmap's batches (mg.func.jvp puts it there), so one
+    set on, or read from, a batched tensor would be lost or misread: an error instead."""
+    for t in tensors:
+        if isinstance(t, BatchedTensor):
+            raise RuntimeError(f"{op}: got a batched tensor (inside vmap, one example of shape "
+                               f"{t.shape}); make and read dual tensors inside vmap with "
+                               "mg.func.jvp, which keeps each tangent with its primal's batch")
 
 
 def refuse_in_place(name, x, values):
@@ -191,6 +226,12 @@ def push_function_tangents(function, jvp, ctx, args, saved, raw, outputs):
     wanted = [k for k, out in enumerate(raw) if isinstance(out, Tensor) and out.dtype.kind == "f"
               and not any(out is t for t in ctx._non_differentiable)]
     for level in levels:
+        for a in args:   # a tangent under a batch (mg.func.jvp in vmap) is the value's
+            if isinstance(a, BatchedTensor) and level.tangent(unwrapped(a)[0]) is not None:
+                raise NotImplementedError(
+                    f"{function.__name__}: forward-mode AD through an autograd.Function inside "
+                    "vmap is not implemented (its jvp would see the batch's tangents, not one "
+                    "example's); call it outside vmap, or write it with minigrad ops")
         tangents = [level.tangent(a) if isinstance(a, Tensor) else None for a in args]
         if all(d is None for d in tangents) or not wanted:
             continue

@@ -119,11 +119,7 @@ class TensorMethods:
     def _compare(self, other, name):
         if other is None or isinstance(other, (str, bytes)):   # as torch: == is False, < a
             return NotImplemented                              # TypeError naming both types
-        if isinstance(other, Tensor):
-            if other.backend is not self.backend:
-                raise ops.base.device_mismatch(name, (self, other))
-            other = other.array
-        return Tensor.from_array(getattr(self.backend.xp, name)(self.array, other), self.backend)
+        return ops.compare(self, other, name)
 
     def __eq__(self, other): return self._compare(other, "equal")
     def __ne__(self, other): return self._compare(other, "not_equal")

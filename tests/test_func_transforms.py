@@ -232,9 +232,9 @@ def test_bad_input_names_the_function_and_sizes():
         vmap(lambda t: F.fold(t, (4, 4), 2))(mg.ones(2, 4, 9))
 
 
-# The ops without a batching rule (docs/vmap.md says why); a new op must add itself here or
+# The ops without a batching rule (docs/transforms.md says why); a new op must add itself here or
 # get a rule. (compiled_call is mg.compile's node: under vmap a compiled function runs eagerly.)
-KNOWN_MISSING = ["all_gather", "all_reduce", "broadcast", "compiled_call", "conv2d_weight", "fold",
+KNOWN_MISSING = ["all_gather", "all_reduce", "broadcast", "compiled_call", "fold",
                  "sync_batch_norm", "sync_normalize", "unfold"]
 
 

@@ -32,11 +32,12 @@ def _has_jvp(op):
     return getattr(op, "jvp", None) is not None
 
 
-# The ops forward mode does not cover yet: floor_divide has no derivative at all (as in
-# PyTorch), the collectives of minigrad/distributed/ need a process group, and compiled_call is
-# mg.compile's node (in a dual level a compiled function runs eagerly).
-WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "compiled_call", "floor_divide",
-               "sync_batch_norm", "sync_normalize"]
+# The ops forward mode does not cover: compare and class_targets give constants (no tangent
+# to carry), floor_divide has no derivative at all (as in PyTorch), the collectives of
+# minigrad/distributed/ need a process group, and compiled_call is mg.compile's node (in a dual
+# level a compiled function runs eagerly).
+WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "class_targets", "compare",
+               "compiled_call", "floor_divide", "sync_batch_norm", "sync_normalize"]
 
 ints = mg.tensor([[0, 2], [1, 0], [2, 3]])   # distinct in each row: scatter's writes all count
 
@@ -61,6 +62,9 @@ CASES = {
     "smooth activations": (lambda a: a.tanh() + a.sigmoid() + F.silu(a) + F.mish(a) + F.gelu(a)
                            + F.gelu(a, approximate="tanh") + F.softplus(a) + a.erf(),
                            [(3, 4)], None),
+    "sorting": (lambda a: a.sort(1).values + a.topk(4, 1, largest=False).values
+                + a.max(1, keepdim=True).values + a.min(1, keepdim=True).values
+                + a * (a > 0) + a[a.argmax(1) == 0].sum(), [(3, 4)], None),
     "softmax": (lambda a: F.softmax(a, 1) * F.log_softmax(a, 0), [(3, 4)], None),
     "remainder": (lambda a, b: mg.remainder(a, b), [(3, 4), (4,)], (0.5, 2.0)),
     "cast": (lambda a: a.float() * 2, [(3, 4)], None),   # float32: compared to 1e-6

@@ -22,6 +22,7 @@ CONV2D_CASES = {
     "same_dilated": ((1, 2, 7, 6), (2, 2, 2, 3), dict(padding="same", dilation=(3, 1))),
     "valid": ((1, 3, 6, 6), (2, 3, 3, 3), dict(padding="valid", stride=2)),
     "long_contraction_groups": ((1, 8, 7, 7), (4, 4, 5, 5), dict(groups=2, padding=2)),
+    "many_groups": ((2, 32, 5, 6), (48, 2, 3, 2), dict(groups=16, stride=(1, 2), padding=1)),
 }
 
 
@@ -146,6 +147,7 @@ TRANSPOSE_CASES = {
                                       dict(stride=1, dilation=3, output_padding=2)),
     "depthwise": ((2, 3, 5, 5), (3, 1, 3, 3), dict(groups=3, stride=2, output_padding=1)),
     "kernel_tiles": ((1, 2, 3, 3), (2, 2, 2, 2), dict(stride=2)),   # fold is a reshape
+    "many_groups": ((2, 32, 3, 3), (32, 2, 3, 3), dict(groups=16)),   # one batched matmul
 }
 
 

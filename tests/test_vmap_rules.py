@@ -122,12 +122,25 @@ CASES = {
     "cross_entropy_shared_target": (lambda x, t: F.cross_entropy(x, t, reduction="sum"),
                                     lambda x, t: TF.cross_entropy(x, t, reduction="sum"),
                                     [(4, 5), ((4,), "i")], (0, None)),
+    "cross_entropy_ignore_index": (   # each example ignores other rows (class 0 here)
+        lambda x, t: F.cross_entropy(x, t, ignore_index=0), lambda x, t: TF.cross_entropy(
+            x, t, ignore_index=0), [(4, 5), ((4,), "i")], (0, 0)),
+    "cross_entropy_one_row": (lambda x, t: F.cross_entropy(x, t), lambda x, t: TF.cross_entropy(
+        x, t), [(5,), ((), "i")], (0, 0)),
     "nll_loss": (lambda x, t: F.nll_loss(x.log_softmax(1), t, weight=mg.tensor(
         [1.0, 2.0, 0.5, 1.0, 3.0]).double()), lambda x, t: TF.nll_loss(x.log_softmax(1), t,
         weight=torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0]).double()), [(4, 5), ((4,), "i")], (0, 0)),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                    lambda x, w, b: TF.batch_norm(x, None, None, w, b, training=True),
                    [(4, 3, 2, 2), (3,), (3,)], (0, None, 0)),
+    "sort_topk_max_argmax": (
+        lambda a: a.sort(1).values + a.topk(2, 0).values.sum(0) + a.max(1).values[:, None]
+        + a.min(0, keepdim=True).values + a.argmax(1)[:, None] * a.argmin(),
+        lambda a: a.sort(1).values + a.topk(2, 0).values.sum(0) + a.max(1).values[:, None]
+        + a.min(0, keepdim=True).values + a.argmax(1)[:, None] * a.argmin(), [(2, 3)], 0),
+    "compare_masked_fill": (lambda a, b: mg.where(a > b, a, b * (a != 0)) + a.masked_fill(
+        a <= 0, 2.0), lambda a, b: torch.where(a > b, a, b * (a != 0)) + a.masked_fill(
+        a <= 0, 2.0), [(4,), (4,)], (0, None)),
     "layer_norm": (lambda x: F.layer_norm(x, (3,)), lambda x: TF.layer_norm(x, (3,)),
                    [(2, 3)], 0),
 }
@@ -199,3 +212,21 @@ def test_nested_arguments_and_chunks():
 def test_unbatched_output_is_repeated():
     out = vmap(lambda a, b: b * 2, in_dims=(0, None))(mg.ones(3, 2), mg.ones(4))
     assert out.shape == (3, 4)
+
+
+def test_cross_entropy_reads_each_examples_targets():
+    """Label smoothing, class weights and ignore_index with a target per example (which
+    torch.func.vmap refuses): each example's loss and gradient as the loss of that example."""
+    x, t = data((B, 4, 5), 7), np.array([[0, 1, 4, 2], [3, 3, 1, 0], [0, 0, 0, 2]])
+    w = np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    options = dict(ignore_index=0, label_smoothing=0.1)
+    xs = mg.tensor(x, requires_grad=True)
+    ours = vmap(lambda a, b: F.cross_entropy(a, b, weight=mg.tensor(w), **options))(
+        xs, mg.tensor(t))
+    tx = torch.tensor(x, requires_grad=True)
+    theirs = torch.stack([TF.cross_entropy(tx[i], torch.tensor(t[i]), weight=torch.tensor(w),
+                                           **options) for i in range(B)])
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+    (got,) = mg.grad(ours.sum(), xs)
+    np.testing.assert_allclose(got.numpy(), torch.autograd.grad(theirs.sum(), tx)[0].numpy(),
+                               rtol=1e-12, atol=1e-15)

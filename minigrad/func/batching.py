@@ -1,4 +1,4 @@
-"""Batching rules: how an op runs on a batch of examples, once, as vmap asks (docs/vmap.md).
+"""Batching rules: how an op runs on a batch of examples, once, as vmap asks (docs/transforms.md).
 
 Inside vmap, `Op.apply` hands every call with a batched input to `dispatch`. It takes the
 highest vmap level among the inputs, unwraps the inputs batched at it to their values (the
@@ -43,7 +43,7 @@ def dispatch(op, inputs, attrs):
     if rule is None:
         raise RuntimeError(
             f"vmap: the op {op.name()} ({op.__module__}.{op.__name__}) has no batching rule, so "
-            "it cannot run inside vmap; give it one (docs/vmap.md) or call it outside vmap")
+            "it cannot run inside vmap; give it one (docs/transforms.md) or call it outside vmap")
     batched = tuple([type(x) is BatchedTensor and x.level == level for x in inputs])
     values = tuple([x.value if b else x for x, b in zip(inputs, batched, strict=True)])
     size = state.stack[level - 1][0]

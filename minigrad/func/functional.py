@@ -7,13 +7,18 @@ tensor, tuples for tuples). `create_graph=True` keeps the results on the tape, s
 differentiated again; otherwise they are detached. `strict=True` makes an output that does not
 depend on an input an error (instead of zeros). `vectorize=True` computes a Jacobian's rows in
 one batched pass (vmap over vjp); by default they are computed one vjp at a time, as PyTorch
-does. `jvp` uses the double-vjp trick (the vjp of a vjp is a jvp), so it costs two backward
-passes rather than one forward-mode pass.
+does. `jvp` and `hvp` use the double-vjp trick (the vjp of a vjp is a jvp), as PyTorch's do:
+two backward passes rather than one forward-mode pass (`mg.func.jvp`, and `mg.func.jvp` of
+`mg.func.grad` for an hvp, are the forward-mode ways). `jacobian(strategy="forward-mode")` and
+`hessian(outer_jacobian_strategy="forward-mode")` use forward mode (mg.func.jacfwd), and as in
+PyTorch need vectorize=True and no create_graph.
 """
 from .. import autograd
 from ..creation import eye, zeros_like
 from ..ops import stack
 from ..tensor import Tensor
+from .forward import jacfwd
+from .jacobian import hessian as hessian_of
 from .vmap import vmap
 
 
@@ -117,13 +122,14 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of func at inputs: for one input and one output a tensor of shape
     output.shape + input.shape; with tuples, a tuple (per output) of tuples (per input)."""
-    if strategy != "reverse-mode":
-        raise NotImplementedError(f"jacobian: strategy={strategy!r} needs forward mode, which "
-                                  "minigrad does not have yet; use strategy='reverse-mode'")
     inputs, many_in = _as_tuple("jacobian", "inputs", inputs)
-    inputs = _watched(inputs, create_graph)
-    outputs, many_out = _run("jacobian", func, inputs, create_graph)
-    rows = _jacobian_rows(outputs, inputs, create_graph, strict, vectorize)
+    if _forward_mode("jacobian", "strategy", strategy, create_graph, strict, vectorize):
+        outputs, many_out = _run("jacobian", func, inputs, False)
+        rows = _jacobian_columns(func, inputs)
+    else:
+        inputs = _watched(inputs, create_graph)
+        outputs, many_out = _run("jacobian", func, inputs, create_graph)
+        rows = _jacobian_rows(outputs, inputs, create_graph, strict, vectorize)
     table = []
     for i, o in enumerate(outputs):
         table.append(tuple([r.reshape(tuple(o.shape) + tuple(x.shape)) if create_graph
@@ -132,6 +138,32 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if not many_out:
         return table[0] if many_in else table[0][0]
     return tuple(table) if many_in else tuple([per_input[0] for per_input in table])
+
+
+def _forward_mode(what, name, strategy, create_graph, strict, vectorize):
+    """Whether `strategy` asks for forward mode, with PyTorch's limits on it."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise ValueError(f"{what}: {name} must be 'forward-mode' or 'reverse-mode', got "
+                         f"{strategy!r}")
+    if strategy == "reverse-mode":
+        return False
+    if not vectorize:
+        raise NotImplementedError(f"{what}: {name}='forward-mode' is implemented only with "
+                                  "vectorize=True")
+    if create_graph or strict:
+        raise NotImplementedError(f"{what}: {name}='forward-mode' does not support "
+                                  "create_graph=True or strict=True; use 'reverse-mode'")
+    return True
+
+
+def _jacobian_columns(func, inputs):
+    """For each output, for each input, the Jacobian by forward mode (mg.func.jacfwd: every
+    column in one batched pass), shaped output.shape + input.shape."""
+    def outputs(*xs):
+        out = func(*xs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    return jacfwd(outputs, argnums=tuple(range(len(inputs))))(*inputs)
 
 
 def _jacobian_rows(outputs, inputs, create_graph, strict, vectorize):
@@ -165,6 +197,10 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     one input a tensor of shape input.shape * 2; with a tuple, a tuple of tuples (H[i][j]
     the block of inputs i and j)."""
     inputs, many_in = _as_tuple("hessian", "inputs", inputs)
+    if _forward_mode("hessian", "outer_jacobian_strategy", outer_jacobian_strategy, create_graph,
+                     strict, vectorize):   # jacfwd(jacrev(func)), as mg.func.hessian
+        found = hessian_of(func, argnums=tuple(range(len(inputs))))(*inputs)
+        return found if many_in else found[0][0]
 
     def gradient(*xs):
         outputs, _ = _run("hessian", func, xs, True)

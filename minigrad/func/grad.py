@@ -9,8 +9,9 @@ batching rules keep examples apart, one walk from the sum of the outputs gives t
 """
 import functools
 import threading
+import weakref
 
-from .. import autograd
+from .. import autograd, forward_ad
 from ..batched import BatchedTensor
 from ..creation import ones_like, zeros_like
 from ..tensor import Tensor
@@ -23,6 +24,7 @@ class _Depth(threading.local):
 
 
 _depth = _Depth()
+_made = weakref.WeakValueDictionary()   # id -> the leaves Watched made (see keeps_graph)
 
 
 class _Differentiating:
@@ -77,7 +79,12 @@ class Watched:
 
     def _watch(self, leaf):
         value = exposed(leaf, self.at)
-        value = value.clone() if value.requires_grad else value.detach().requires_grad_()
+        if value.requires_grad:
+            value = value.clone()
+        else:
+            fresh = value.detach().requires_grad_()
+            _made[id(fresh)] = fresh
+            value = forward_ad.with_tangents_of(value, fresh)   # jacfwd(jacrev): still dual
         self.leaves.append(value)
         return value
 
@@ -105,6 +112,17 @@ class Watched:
             if id(node_leaf) not in ours:
                 return True
         return any(not leaf.is_leaf for leaf in self.leaves)
+
+
+def keeps_graph(outputs):
+    """Whether a transform's outputs must stay on the tape: an outer grad or vjp is running, or
+    they hang on a tensor that requires grad other than the leaves the transforms made (a
+    model's parameters, an input that requires grad). jvp asks (forward over reverse records
+    the inner backward, so its results hang on the inner transform's leaves)."""
+    if _depth.count:
+        return True
+    roots = [o for o in outputs if o.requires_grad]
+    return any(_made.get(id(leaf)) is not leaf for leaf in autograd._graph_behind(roots)[1])
 
 
 def _with_aux(where, out, has_aux):

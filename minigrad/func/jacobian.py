@@ -1,4 +1,5 @@
-"""`jacrev` and `hessian`, as torch.func: a Jacobian row by row, every row at once.
+"""`jacrev` and `hessian` (jacfwd over jacrev), as torch.func: a Jacobian row by row, every row
+at once.
 
 A row of the Jacobian of f at x is a vector-Jacobian product with a one-hot cotangent, so
 `jacrev` makes one vjp and maps its vjp function over the rows of an identity matrix with vmap:
@@ -7,6 +8,7 @@ one walk back through the graph, batched over all the rows.
 import functools
 
 from ..creation import eye
+from .forward import jacfwd
 from .grad import _argnums, _name, vjp
 from .pytree import flatten, unflatten
 from .vmap import vmap
@@ -59,7 +61,8 @@ def _rows_of(grads, start, n, out_shape):
 
 
 def hessian(func, argnums=0):
-    """The Hessian of `func` (one-element output) with respect to the arguments at `argnums`:
-    the Jacobian of its gradient, jacrev(jacrev(func)). (PyTorch's hessian is
-    jacfwd(jacrev(func)), forward over reverse; the values are the same.)"""
-    return jacrev(jacrev(func, argnums), argnums)
+    """The Hessian of `func` (one-element output) with respect to the arguments at `argnums`,
+    as torch.func.hessian: jacfwd(jacrev(func)), forward mode over the gradient (the gradient
+    has as many outputs as inputs, so its columns are as cheap as its rows, and forward mode
+    keeps no second tape)."""
+    return jacfwd(jacrev(func, argnums), argnums)

@@ -1,15 +1,15 @@
 """Moving values between the vmap levels a transform saw and the ones running now.
 
-`grad` and `vjp` differentiate the values under the vmap levels running when they were called
-(`at`): each watched input and the output there is a plain tensor whose first axes are those
-batches. A vjp function called later inside a further vmap (jacrev's) gets cotangents batched
-at that newer level too: `exposed` keeps the newer levels and makes the old ones axes, and
-`hidden` undoes it for the gradients.
+`grad`, `vjp` and `jvp` differentiate the values under some vmap levels (`at`): each input
+they watch, and each output, is there a plain tensor whose first axes are those batches. A
+value batched at other levels keeps them as batches around it: a vjp function called later
+inside a further vmap (jacrev's) gets cotangents batched at that newer level, and jvp's tangent
+may be batched where its primal is not (jacfwd's basis). `exposed` makes the levels `at` axes
+and keeps the others, and `hidden` undoes it.
 """
-from ..batched import BatchedTensor, unwrapped, wrapped
+from ..batched import unwrapped, wrapped
 from ..ops.shape import broadcast_to
 from ..vmap_levels import batch_sizes, levels
-from .vmap import moved
 
 
 def running():
@@ -17,22 +17,33 @@ def running():
 
 
 def exposed(t, at):
-    """`t` with the batches of the levels `at` as its first axes (in order; stretched over a
-    level it is not batched at); a level above them stays a batch of the result."""
-    if type(t) is BatchedTensor and t.level > len(at):   # `at` is 1, 2, ..., len(at)
-        inner = exposed(t.value, at)   # its axis len(at) is t's own batch
-        return BatchedTensor(moved(inner, len(at), 0), t.level)
+    """`t` with the batches of the levels `at` (ascending) as its first axes, in order
+    (stretched over a level it is not batched at); the levels it is batched at outside `at`
+    stay batches of the result."""
     value, have = unwrapped(t)
-    for position, (level, size) in enumerate(zip(at, batch_sizes(at), strict=True)):
-        if level not in have:
-            shape = tuple(value.shape)
+    order = list(have)
+    for level, size in zip(at, batch_sizes(at), strict=True):
+        if level not in have:   # the same value for every example of that level
+            shape, position = tuple(value.shape), len(order)
             value = broadcast_to(value.unsqueeze(position),
                                  shape[:position] + (size,) + shape[position:])
-    return value
+            order.append(level)
+    kept = [level for level in have if level not in at]
+    return wrapped(_reordered(value, order, kept + list(at)), kept)
 
 
 def hidden(t, at):
-    """The inverse of `exposed`: the first axes of `t` become the batches of the levels `at`."""
-    if type(t) is BatchedTensor and t.level > len(at):   # `at` is 1, 2, ..., len(at)
-        return BatchedTensor(hidden(moved(t.value, 0, len(at)), at), t.level)
-    return wrapped(t, at)
+    """The inverse of `exposed`: the axes after the batches `t` keeps are the batches of the
+    levels `at`."""
+    value, kept = unwrapped(t)
+    order = kept + list(at)
+    return wrapped(_reordered(value, order, sorted(order)), sorted(order))
+
+
+def _reordered(value, order, target):
+    """`value`, whose first axes are the batches of the levels `order`, with them in the order
+    `target` instead."""
+    if order == target:
+        return value
+    axes = [order.index(level) for level in target]
+    return value.permute(tuple(axes) + tuple(range(len(axes), value.ndim)))

@@ -27,12 +27,14 @@ from .activation import (
 from .adaptive_pool import AdaptiveMaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d
 from .base import Op
 from .boolean import (
+                         Compare,
                          all,
                          any,
                          bitwise_and,
                          bitwise_not,
                          bitwise_or,
                          bitwise_xor,
+                         compare,
                          isclose,
                          isfinite,
                          isinf,
@@ -130,7 +132,17 @@ from .math import (
                          sin,
 )
 from .normalize import Normalize, normalize
-from .ordering import PutAlongAxis, SortResult, TakeAlongAxis, TopkResult, argsort, sort, topk
+from .ordering import (
+                       PickAlong,
+                       PutAlongAxis,
+                       Sort,
+                       SortResult,
+                       TakeAlongAxis,
+                       TopkResult,
+                       argsort,
+                       sort,
+                       topk,
+)
 from .pool import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 from .rearrange import (
                          Clone,

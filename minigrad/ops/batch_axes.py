@@ -25,3 +25,16 @@ def split_leading(out, size):
     """The inverse of `merged`: the leading axis holds the batch's examples one after another;
     split the batch off in front."""
     return out.reshape((size, out.shape[0] // size) + tuple(out.shape[1:]))
+
+
+def into_channels(x):
+    """A batched value (B, N, C, ...) as one (N, B * C, ...): example b's channels as the b-th
+    block of channels (a convolution's groups, pooling's channels)."""
+    order = (1, 0) + tuple(range(2, x.ndim))
+    return x.permute(order).reshape((x.shape[1], -1) + tuple(x.shape[3:]))
+
+
+def split_channels(out, size):
+    """The inverse of `into_channels` for an output (N, B * C', ...)."""
+    order = (1, 0) + tuple(range(2, out.ndim + 1))
+    return out.reshape((out.shape[0], size, -1) + tuple(out.shape[2:])).permute(order)

@@ -2,11 +2,32 @@
 tensors (`&`, `|`, `^`, `~`), the tests isnan/isinf/isfinite, and any/all along dims.
 
 Their results are bool or integer tensors, which carry no gradient, so these are functions on
-arrays rather than Op classes (as the comparisons in tensor.py are)."""
+arrays rather than Op classes; the comparisons (`x > y`, ...) are one op, `Compare`, so that
+vmap batches them and a captured step replays them (docs/architecture.md, the op contract)."""
 from ..shapes import dim_keywords, normalize_axes
 from ..tensor import Tensor
 from ._promotion import promote
-from .base import device_mismatch
+from .base import Op, device_mismatch
+
+
+class Compare(Op):
+    """x `function` y elementwise (NumPy's name: less, equal, ...), a boolean result; no
+    derivative and no tangent: `compare` hands it detached inputs, so nothing is recorded."""
+    batching = "elementwise"
+
+    @staticmethod
+    def forward(ctx, a, b, function):
+        return getattr(ctx.xp, function)(a, b)
+
+
+def compare(a, b, function):
+    """a `function` b (`function` one of NumPy's comparisons) for a tensor a and a tensor, a
+    number or an array b."""
+    if isinstance(b, Tensor):
+        if b.backend is not a.backend:
+            raise device_mismatch(function, (a, b))
+        b = b.detach() if b.requires_grad else b
+    return Compare.apply(a.detach() if a.requires_grad else a, b, function=function)
 
 
 def _check_bitwise(op, operands):

@@ -33,18 +33,19 @@ def bmm(a, b):
 def masked_fill(x, mask, value):
     """x with `value` (a number or a 0-d tensor) where the boolean `mask` (broadcast to x's
     shape) is True; the result keeps x's dtype, as in PyTorch."""
-    mask_data = mask.array if isinstance(mask, Tensor) else x.backend.xp.asarray(mask)
-    if mask_data.dtype.kind != "b":
-        raise DTypeError(f"masked_fill: the mask must be boolean, got dtype {mask_data.dtype} "
-                         f"(shape {mask_data.shape}); compare it first, e.g. mask != 0")
-    if mask_data.ndim > x.ndim or any(
-            m not in (1, n) for m, n in zip(mask_data.shape[::-1], x.shape[::-1])):
-        raise ShapeError(f"masked_fill: a mask of shape {mask_data.shape} does not broadcast "
+    if not isinstance(mask, Tensor):
+        mask = Tensor.from_array(x.backend.xp.asarray(mask), x.backend)
+    if mask.dtype.kind != "b":
+        raise DTypeError(f"masked_fill: the mask must be boolean, got dtype {mask.dtype} "
+                         f"(shape {mask.shape}); compare it first, e.g. mask != 0")
+    if mask.ndim > x.ndim or any(
+            m not in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])):
+        raise ShapeError(f"masked_fill: a mask of shape {mask.shape} does not broadcast "
                          f"to the tensor's shape {x.shape}")
     if isinstance(value, Tensor) and value.ndim != 0:
         raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got a tensor "
                          f"of shape {value.shape}")
-    out = where(mask_data, value, x)
+    out = where(mask, value, x)
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 

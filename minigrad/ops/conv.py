@@ -13,8 +13,11 @@ gradient viewed as (O, Ho*Wo*N):
 Groups split the C inputs and O outputs into G blocks, group k's outputs reading only its inputs:
 the weight is (O, C/G, kh, kw) and each formula holds per group, on the group's channel slices
 of the windows, weight and g (one kernel call per group: faster than one batched product over
-the groups, benchmarks/README.md). The three products are three ops, each the others' derivative,
-so every derivative order runs the same kernels:
+a few groups, benchmarks/README.md). Many groups of small products (vmap's rule for a weight
+per example makes one group per example) run as one batched matmul over the groups on the
+whole im2col matrix instead (`_stacks`): there the kernel's cost per call, times the groups,
+was most of the time of per-sample gradients. The three products are three ops, each the
+others' derivative, so every derivative order runs the same kernels:
 
     Conv2d(x, W)           = W @ unfold(x)     dx = ConvTranspose2d(g, W),  dW = Conv2dWeight(x, g)
     ConvTranspose2d(y, W)  = fold(W^T @ y)     dy = Conv2d(g, W),           dW = Conv2dWeight(g, y)
@@ -28,7 +31,7 @@ channels-first layout without reordering it.
 """
 from ..tensor import Tensor
 from .base import Op
-from .batch_axes import merged, split_leading, stretched
+from .batch_axes import into_channels, merged, split_channels, split_leading, stretched
 from .errors import ShapeError
 from .tangents import product_rule, total
 from .window import NO_DILATION, fold_windows, output_size, sliding_windows
@@ -52,6 +55,17 @@ def check_conv(op, x, weight, bias, groups, channels_of):
                          f"{weight.shape}{grouped}, got {bias.shape}")
 
 
+MANY_GROUPS = 16   # from this many groups of products of at most SMALL_PRODUCT multiplies
+SMALL_PRODUCT = 1 << 19   # each, one batched matmul over the groups (see the docstring)
+
+
+def _stacks(groups, multiplies):
+    """Whether a grouped conv's products, of `multiplies` each, run as one batched matmul: many
+    groups, small products (measured on one CPU thread: per-example 3x3 convs 2-6x faster
+    stacked; groups of 1M multiplies each 2x slower)."""
+    return groups >= MANY_GROUPS and multiplies <= SMALL_PRODUCT
+
+
 def _by_group(xp, groups, product, *parts):
     """product(*slices) of each group's slice (along axis 0) of every part, joined along axis 0;
     the one call product(*parts) when groups == 1."""
@@ -59,6 +73,32 @@ def _by_group(xp, groups, product, *parts):
         return product(*parts)
     pieces = zip(*(xp.split(part, groups, axis=0) for part in parts))
     return xp.concatenate([product(*piece) for piece in pieces], axis=0)
+
+
+def _blocks(a, groups, columns):
+    """`a` as (G, rows, columns): group k's block of rows of the matrix it stands for (its first
+    axes the rows, its last the columns; a copy where a view cannot say it, as the windows)."""
+    return a.reshape(groups, -1, columns)
+
+
+def _forward_product(xp, groups, kernel, weight, windows):
+    """W @ cols per group as (O, Ho, Wo, N)."""
+    if not _stacks(groups, weight.size // groups * windows[0, 0, 0].size):
+        return _by_group(xp, groups, kernel.forward, weight, windows)
+    positions = windows.shape[3:]   # (Ho, Wo, N)
+    cols = _blocks(windows, groups, windows[0, 0, 0].size)
+    w = _blocks(weight, groups, cols.shape[1])
+    return xp.matmul(w, cols).reshape((weight.shape[0],) + positions)
+
+
+def _input_product(xp, groups, kernel, weight, g):
+    """W^T @ g per group as windows (C, kh, kw, Ho, Wo, N), for weight (I, C/G, kh, kw) and
+    g (I, Ho, Wo, N)."""
+    if not _stacks(groups, weight.size // groups * g[0].size):
+        return _by_group(xp, groups, kernel.input_grad, weight, g)
+    w = _blocks(weight, groups, weight[0].size)
+    dcols = xp.matmul(w.swapaxes(1, 2), _blocks(g, groups, g[0].size))
+    return dcols.reshape((weight.shape[1] * groups,) + weight.shape[2:] + g.shape[1:])
 
 
 def _windows(ctx, x, kernel, shape=None):
@@ -94,13 +134,11 @@ class Conv2d(Op):
             return split_leading(cls.apply(merged(x), weight, bias, **geometry), size)
         x = x if batched[0] else stretched(x, size)
         weight = weight if batched[1] else stretched(weight, size)
-        n, outputs = x.shape[1], weight.shape[1]
-        x = x.permute(1, 0, 2, 3, 4).reshape((n, -1) + tuple(x.shape[3:]))
         if bias is not None:
             bias = (bias if batched[2] else stretched(bias, size)).reshape((-1,))
-        y = cls.apply(x, weight.reshape((-1,) + tuple(weight.shape[2:])), bias,
-                      **{**geometry, "groups": size * geometry.get("groups", 1)})
-        return y.reshape((n, size, outputs) + tuple(y.shape[2:])).permute(1, 0, 2, 3, 4)
+        y = cls.apply(into_channels(x), weight.reshape((-1,) + tuple(weight.shape[2:])),
+                      bias, **{**geometry, "groups": size * geometry.get("groups", 1)})
+        return split_channels(y, size)
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, padding, dilation=NO_DILATION, groups=1):
@@ -109,7 +147,7 @@ class Conv2d(Op):
         output_size("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
         windows = _windows(ctx, x, weight.shape[2:])   # unfold(x), a view
         kernel = ctx.backend.kernel("conv2d")
-        out = _by_group(ctx.xp, groups, kernel.forward, weight, windows)   # (O, Ho, Wo, N)
+        out = _forward_product(ctx.xp, groups, kernel, weight, windows)   # (O, Ho, Wo, N)
         if bias is not None:
             out += bias.reshape(-1, 1, 1, 1)
         ctx.save(x, weight)
@@ -149,11 +187,12 @@ class ConvTranspose2d(Op):
                              f"{fits} windows, fewer than the input's {y.shape[2:]}")
         kernel = ctx.backend.kernel("conv2d")
         y_cols = y.transpose(1, 2, 3, 0)   # (I, H, W, N): free when y has conv2d's layout
-        if kernel.transposes(weight.shape, stride, padding, dilation):   # fold(W^T @ y) itself
-            out = _by_group(ctx.xp, groups, lambda w_k, y_k: kernel.transpose(
+        if not _stacks(groups, weight.size // groups * y_cols[0].size) and kernel.transposes(
+                weight.shape, stride, padding, dilation):
+            out = _by_group(ctx.xp, groups, lambda w_k, y_k: kernel.transpose(   # fold(W^T @ y)
                 w_k, y_k, size, padding), weight, y_cols).transpose(3, 0, 1, 2)
         else:
-            dwindows = _by_group(ctx.xp, groups, kernel.input_grad, weight, y_cols)   # W^T @ y
+            dwindows = _input_product(ctx.xp, groups, kernel, weight, y_cols)   # W^T @ y
             out = fold_windows(ctx.xp, dwindows, (n, channels) + tuple(size), stride, padding,
                                dilation)
         if bias is not None:
@@ -180,6 +219,15 @@ class Conv2dWeight(Op):
     out = g @ unfold(x)^T,  dx = ConvTranspose2d(g, U),  dg = Conv2d(x, U).
     jvp: dy = conv2d_weight(dx, g) + conv2d_weight(x, dg)."""
 
+    @classmethod
+    def batching(cls, size, batched, x, g, **geometry):
+        """As conv2d's rule with a weight per example: example b's channels are group b."""
+        x, g = [v if b else stretched(v, size) for v, b in zip((x, g), batched, strict=True)]
+        groups = size * geometry.pop("groups", 1)
+        u = cls.apply(into_channels(x), into_channels(g), groups=groups,
+                      **geometry)
+        return u.reshape((size, -1) + tuple(u.shape[1:]))
+
     @staticmethod
     def forward(ctx, x, g, *, kernel, stride, padding, dilation=NO_DILATION, groups=1):
         _geometry(ctx, stride, padding, dilation, groups)
@@ -188,6 +236,12 @@ class Conv2dWeight(Op):
         dtype = ctx.xp.result_type(x.dtype, g.dtype)
         conv = ctx.backend.kernel("conv2d")
         ctx.save(x, g)
+        if _stacks(groups, g_cols.size // groups * (windows[:, :, :, 0, 0, 0].size // groups)):
+            positions = g_cols[0].size
+            dw = ctx.xp.matmul(_blocks(g_cols, groups, positions),
+                               _blocks(windows, groups, positions).swapaxes(1, 2))
+            return dw.astype(dtype, copy=False).reshape(
+                (g.shape[1], x.shape[1] // groups) + tuple(kernel))
         return _by_group(ctx.xp, groups, lambda g_k, windows_k: conv.weight_grad(
             g_k, windows_k, dtype), g_cols, windows)
 

@@ -15,11 +15,9 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 """
 import numpy
 
-from .. import autograd, tracing
-from ..batched import BatchedTensor
+from .. import autograd
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
-from ..vmap_levels import batch_sizes
 from . import either
 from ._promotion import autocast_inputs
 from .base import Op
@@ -92,24 +90,28 @@ class CrossEntropy(Op):
     array_backward = True
 
     @classmethod
-    def batching(cls, size, batched, logits, q, *, reduction, divisor, ignored=None, **rest):
+    def batching(cls, size, batched, logits, q, divisor, ignored, *, reduction, **rest):
         """The batch's rows as one (B * M, C) call with reduction "none", then each example's
-        losses reduced as one call would."""
-        logits, q = [v if b else stretched(v, size) for v, b in zip((logits, q), batched,
+        losses reduced as one call would (by its own divisor, when the targets are batched)."""
+        logits, q = [v if b else stretched(v, size) for v, b in zip((logits, q), batched[:2],
                                                                       strict=True)]
-        ignored = None if ignored is None else logits.backend.xp.tile(ignored, size)
-        losses = split_leading(cls.apply(merged(logits), merged(q), reduction="none",
-                                         divisor=divisor, ignored=ignored, **rest), size)
+        if ignored is not None:
+            ignored = merged(ignored if batched[3] else stretched(ignored, size))
+        losses = split_leading(cls.apply(merged(logits), merged(q), None, ignored,
+                                         reduction="none", **rest), size)
         if reduction == "none":
             return losses
         return losses.sum(axis=1) / divisor if reduction == "mean" else losses.sum(axis=1)
 
     @staticmethod
-    def forward(ctx, logits, q, reduction, divisor, unit_rows=False, masked=False, ignored=None):
+    def forward(ctx, logits, q, divisor, ignored, reduction, unit_rows=False, masked=False):
         xp = ctx.xp
         log_probs = _log_softmax(xp, logits, 1)
+        # no ignored row (read at once where the device can say so): no select in backward
+        if ignored is not None and not ctx.backend.defers_checks and not ignored.any():
+            ignored = None
         ctx.reduction, ctx.divisor, ctx.ignored = reduction, divisor, ignored
-        ctx.unit_rows = unit_rows
+        ctx.unit_rows = unit_rows = unit_rows and ignored is None
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
         ctx.save(logits, q)
         ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
@@ -130,7 +132,7 @@ class CrossEntropy(Op):
             scale = g.reshape((g.shape[0], 1))
         else:
             scale = g / ctx.divisor if ctx.reduction == "mean" else g
-        need_logits, need_q = ctx.needs_input_grad
+        need_logits, need_q = ctx.needs_input_grad[:2]
         probs = either.exp(log_probs)
         if need_q:   # q is a tensor input: its row sums must be differentiated too
             probs = probs * q.sum(axis=1, keepdims=True)
@@ -139,11 +141,11 @@ class CrossEntropy(Op):
         dlogits = (probs - q) * scale if need_logits else None
         if dlogits is not None and ctx.ignored is not None:
             dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
-        return dlogits, -log_probs * scale if need_q else None
+        return dlogits, -log_probs * scale if need_q else None, None, None
 
     @staticmethod
-    def jvp(ctx, dlogits, dq):
-        logits, q = ctx.primals
+    def jvp(ctx, dlogits, dq, ddivisor, dignored):
+        logits, q = ctx.primals[:2]
         log_probs = LogSoftmax.apply(logits, axis=1)   # a tensor: outer levels see it move
         dlosses = -total(
             None if dlogits is None else q * LogSoftmax.jvp_of(log_probs, dlogits, 1),
@@ -195,14 +197,54 @@ def _check_weight(op, weight, classes, like):
     return weight
 
 
-def _index_targets(op, input, target, weight, ignore_index):
-    """(onehot, q, kept, total): the one-hot rows of class-index `target` (zero rows where the
-    target is ignore_index), the same scaled by the class weights, which rows are kept (None
-    where all are and the device can say so at once: see `_kept_rows`), and the sum of the kept
-    rows' weights w[t_m] (the divisor of the "mean" reduction, a 0-d array). Array code outside
-    an op: mg.compile records it as one step, guarded on what the targets hold."""
-    classes = input.shape[0 if input.ndim == 1 else 1]
-    target = _as_tensor(op, "target", target, input).array
+class ClassTargets(Op):
+    """The target weights of class-index targets (see the module docstring): `onehot` (M, C)
+    true at class t_m (a row of False where t_m is ignore_index), q = onehot * w[t_m] in
+    `dtype`, and `ignored` (M,), the rows whose target is ignore_index; constants (`op` and
+    `input_shape` name the loss and its input in errors). The targets'
+    values are read here, in an op, so vmap batches it (each example's rows after one
+    another) and a captured step replays it. An index outside [0, C) that is not ignore_index
+    is an IndexRangeError: where the device answers at once (the CPU) the range of the indices
+    is read first (through backend.to_host), and targets inside [0, C) without ignore_index,
+    the usual batch, need nothing more; on the GPU the check waits for the next host read."""
+
+    @classmethod
+    def batching(cls, size, batched, target, weight, **attrs):
+        if batched[1]:
+            raise RuntimeError(f"vmap: {attrs['op']} takes one class weight for the batch, got "
+                               "a weight per example")
+        out = cls.apply(target.reshape((-1,)), weight, **attrs)
+        return tuple([o.reshape((size, -1) + tuple(o.shape[1:])) for o in out])
+
+    @staticmethod
+    def forward(ctx, target, weight, classes, ignore_index, dtype, op, input_shape):
+        xp, backend = ctx.xp, ctx.backend
+        flat = target.reshape(-1)
+        onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: a zero row
+        q = onehot.astype(dtype)
+        if weight is not None:
+            q *= weight.astype(dtype, copy=False)
+        ctx.mark_non_differentiable(q)
+        if not backend.defers_checks and flat.size:
+            low, high = backend.to_host(flat.min(), flat.max())
+            if 0 <= low and high < classes and not low <= ignore_index <= high:
+                return onehot, q, xp.zeros(flat.shape, dtype=bool)
+        ignored = flat == ignore_index
+        bad = ~ignored & ((flat < 0) | (flat >= classes))
+        # through backend.check: on the GPU it is read with the next host read (the loss's
+        # .item()), not once per call; meanwhile a bad index just gives a zero row
+        backend.check(bad.any(), lambda: (
+            f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for "
+            f"input of shape {input_shape}"), IndexRangeError)
+        if 0 <= ignore_index < classes:   # an ignore_index inside [0, classes) matches a class
+            onehot &= ~ignored[:, None]
+            q *= ~ignored[:, None]
+        return onehot, q, ignored
+
+
+def _class_targets(op, input, target, weight, ignore_index):
+    """ClassTargets of class-index `target` for `input`, after checking that it fits."""
+    target = _as_tensor(op, "target", target, input)
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype "
                         f"{target.dtype} (input of shape {input.shape}); probability targets "
@@ -210,76 +252,9 @@ def _index_targets(op, input, target, weight, ignore_index):
     if target.shape != _batch_shape(input.shape):
         raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
                          f"{input.shape}: expected {_batch_shape(input.shape)}")
-    kind = tracing.guard(_targets_kind, input.backend, target, classes, ignore_index)
-    return tracing.run(_one_hot, op, input, target, None if weight is None else weight.array,
-                       ignore_index, kind)
-
-
-def _targets_kind(backend, target, classes, ignore_index):
-    """What the class indices `target` hold, read where the device answers at once (the CPU;
-    "unknown" on a device that defers reads): "plain" (inside [0, classes) and ignore_index not
-    among them, the usual batch: nothing more to do), "all kept" (ignore_index not among
-    them) or "some ignored"."""
-    if backend.defers_checks:
-        return "unknown"
-    if target.size:
-        low, high = backend.to_host(target.min(), target.max())
-        if 0 <= low and high < classes and not low <= ignore_index <= high:
-            return "plain"
-    return "all kept" if bool((target != ignore_index).all()) else "some ignored"
-
-
-def _one_hot(op, input, target, weight, ignore_index, kind):
-    """_index_targets' arrays, for targets of `kind` (_targets_kind)."""
-    xp, classes = input.backend.xp, input.shape[0 if input.ndim == 1 else 1]
-    flat = target.reshape(-1)
-    kept = _kept_rows(op, input, flat, classes, ignore_index, kind)
-    onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: no match, a zero row
-    if kept is not None:
-        onehot &= kept[:, None]   # an ignore_index inside [0, classes) matches a class
-    q = onehot.astype(input.dtype)
-    if weight is not None:
-        q *= weight.astype(input.dtype, copy=False)
-    return onehot, q, kept, xp.asarray(q.sum())
-
-
-def _kept_rows(op, input, flat, classes, ignore_index, kind):
-    """Which of the class indices `flat` count (are not ignore_index), or None where all do; an
-    index outside [0, classes) that is not ignore_index is an IndexRangeError. Targets of kind
-    "plain" (_targets_kind: the range was read first) need nothing more."""
-    backend = input.backend
-    if kind == "plain":
-        return None
-    kept = flat != ignore_index
-    bad = kept & ((flat < 0) | (flat >= classes))
-    # through backend.check: on the GPU it is read with the next host read (the loss's
-    # .item()), not once per call; meanwhile a bad index just gives a zero row
-    backend.check(bad.any(), lambda: (
-        f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for input "
-        f"of shape {input.shape}"), IndexRangeError)
-    return None if kind == "all kept" else kept
-
-
-def _per_example(loss, input, target, weight, ignore_index, reduction, **options):
-    """`loss` (cross_entropy or nll_loss) inside vmap with a batched target, whose values the
-    loss reads as arrays to build its target weights: the examples' rows as one call with
-    reduction "none", then each example's losses reduced as one call would ("mean" divides by
-    the weights of the example's rows that are not ignored)."""
-    level = max(t.level for t in (input, target) if isinstance(t, BatchedTensor))
-    size = batch_sizes((level,))[0]
-    x, t = [v.value if isinstance(v, BatchedTensor) and v.level == level else stretched(v, size)
-            for v in (input, target)]
-    rows = x.ndim > 2   # (B, N, C, ...): the examples' rows one after another
-    x, t = (merged(x), merged(t)) if rows else (x, t)
-    losses = loss(x, t, weight, ignore_index=ignore_index, reduction="none", **options)
-    losses = BatchedTensor(split_leading(losses, size) if rows else losses, level)
-    if reduction != "mean":
-        return losses if reduction == "none" else losses.sum()
-    if t.dtype.kind == "f":   # probability targets: the mean over the rows
-        return losses.sum() / (input.numel() // input.shape[0 if input.ndim == 1 else 1])
-    _, q, _, _ = _index_targets(loss.__name__, x, t, weight, ignore_index)
-    kept = Tensor.from_array(q.sum(axis=1).reshape((size, -1)).sum(axis=1), x.backend)
-    return losses.sum() / BatchedTensor(kept, level)
+    return ClassTargets.apply(target, weight, classes=input.shape[0 if input.ndim == 1 else 1],
+                              ignore_index=ignore_index, dtype=input.dtype, op=op,
+                              input_shape=tuple(input.shape))
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
@@ -287,9 +262,6 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     """Cross-entropy of `input` logits (N, C), (N, C, d1, ...) or (C,) against class indices
     (integer `target` of the input's shape without C) or class probabilities (floating `target`
     of the input's shape), as torch.nn.functional.cross_entropy; see the module docstring."""
-    if isinstance(target, BatchedTensor):
-        return _per_example(cross_entropy, input, target, weight, ignore_index, reduction,
-                            label_smoothing=label_smoothing)
     op = "cross_entropy"
     input, target, weight = autocast_inputs(op, input, target, weight)
     _check_reduction(op, reduction)
@@ -309,22 +281,19 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         q = q if weight is None else q * weight
         # "mean" divides by input.numel() / C, as in PyTorch: 0 / 0 without classes
         divisor = float(logits.shape[0]) if classes else float("nan")
-        unit_rows, ignored = False, None
+        ignored = None
     else:
-        _, q, kept, total = _index_targets(op, input, target, weight, ignore_index)
-        # smoothing keeps the rows' sums at 1; where kept is not known to be all (the GPU
-        # does not say without waiting), the general formula instead
-        unit_rows = weight is None and kept is None
+        _, q, ignored = _class_targets(op, input, target, weight, ignore_index)
+        divisor = q.sum() if reduction == "mean" else None   # the kept rows' weights
         if label_smoothing:   # in q's dtype: float32 stays float32
-            smooth = q.dtype.type(1) if kept is None else kept[:, None].astype(q.dtype)
-            if weight is not None:
-                smooth = smooth * weight.array.astype(q.dtype, copy=False)
+            smooth = 1.0 - ignored.unsqueeze(1).astype(q.dtype)
+            smooth = smooth if weight is None else smooth * weight.astype(q.dtype)
             q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
-        divisor, ignored = total.astype(q.dtype, copy=False), None if kept is None else ~kept
-        q = Tensor.from_array(q, input.backend)
-    loss = CrossEntropy.apply(logits, q, reduction=reduction, divisor=divisor,
-                              unit_rows=unit_rows, masked=target.dtype.kind != "f",
-                              ignored=ignored)
+    # the rows of q sum to 1 (smoothing keeps that) unless weighted or ignored (CrossEntropy
+    # finds out which)
+    loss = CrossEntropy.apply(logits, q, divisor, ignored, reduction=reduction,
+                              unit_rows=weight is None and target.dtype.kind != "f",
+                              masked=target.dtype.kind != "f")
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 
@@ -333,20 +302,16 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     at the class indices `target`: loss = -w[t] * input[t], as torch.nn.functional.nll_loss.
     The other classes' entries are selected away, not multiplied by 0, so a -inf there (a
     mask) gives no NaN, and an ignored row no gradient."""
-    if isinstance(target, BatchedTensor):
-        return _per_example(nll_loss, input, target, weight, ignore_index, reduction)
     op = "nll_loss"
     input, target, weight = autocast_inputs(op, input, target, weight)
     _check_reduction(op, reduction)
     log_probs = _classes_last(op, input)
     weight = None if weight is None else _check_weight(op, weight, log_probs.shape[1], input)
-    onehot, q, _, total = _index_targets(op, input, target, weight, ignore_index)
-    picked = where(onehot, log_probs, 0)
-    losses = -(picked * Tensor.from_array(q, input.backend)).sum(axis=1)
+    onehot, q, _ = _class_targets(op, input, target, weight, ignore_index)
+    losses = -(where(onehot, log_probs, 0) * q).sum(axis=1)
     if reduction == "none":
         return losses.reshape(_batch_shape(input.shape))
-    return losses.sum() / Tensor.from_array(total, input.backend) if reduction == "mean" \
-        else losses.sum()
+    return losses.sum() / q.sum() if reduction == "mean" else losses.sum()
 
 
 _LOG_FLOOR = -100.0   # PyTorch clamps the logs of binary_cross_entropy here, so 0 and 1 stay finite

@@ -1,14 +1,18 @@
-"""Sorting: sort, argsort and topk, through a gather along an axis and its adjoint scatter.
+"""Sorting and picking along an axis: sort, argsort, topk, and max(dim) / min(dim) and argmax /
+argmin (minigrad/ops/reduction.py), through a gather along an axis and its adjoint scatter.
 
 The sorted values are x gathered at the sorting indices (TakeAlongAxis); the gradient goes back
 to the places they were taken from (PutAlongAxis, a scatter-add). The indices are constants.
-sort and topk return named (values, indices) pairs, as PyTorch's do.
+`Sort` and `PickAlong` find the indices in their forward and return them with the values, so
+everything that reads x's values runs inside an op (vmap batches it, a captured step replays
+it). sort and topk return named (values, indices) pairs, as PyTorch's do.
 """
 import collections
 
 from ..shapes import normalize_axes
 from ..tensor import Tensor
 from .base import Op
+from .errors import IndexRangeError
 from .tangents import linear
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
@@ -53,6 +57,50 @@ class PutAlongAxis(Op):
     jvp = staticmethod(linear)
 
 
+class Sort(Op):
+    """(values, indices) of x sorted along `axis` (stably; `descending` keeps equal elements in
+    order), the first `k` only when given (topk); dx = g scattered back to where each value
+    came from (PutAlongAxis).
+    jvp: dvalues = dx gathered at the indices."""
+    batching = "axes"
+
+    @staticmethod
+    def forward(ctx, x, axis, descending=False, k=None):
+        indices = _sorting_indices(ctx.xp, x, axis, descending)
+        if k is not None:
+            indices = indices[(slice(None),) * axis + (slice(0, k),)]
+        return _gathered(ctx, x, indices, axis)
+
+    backward = staticmethod(lambda ctx, g, _: TakeAlongAxis.backward(ctx, g))
+    jvp = staticmethod(lambda ctx, dx: (TakeAlongAxis.apply(dx, indices=ctx.indices,
+                                                            axis=ctx.axis), None))
+
+
+class PickAlong(Op):
+    """(values, indices) of the first largest (`function` "argmax") or smallest ("argmin")
+    element along `axis`, with the axis kept (length 1): max(dim) and min(dim), argmax and
+    argmin. dx = g at the picked element (one, even among ties, as in PyTorch).
+    jvp: dvalues = dx at the picked element."""
+    batching = "axes"
+
+    @staticmethod
+    def forward(ctx, x, function, axis):
+        if x.shape[axis] == 0:
+            raise IndexRangeError(f"{function}: cannot reduce over the empty axis {axis} of a "
+                                  f"tensor of shape {x.shape}")
+        indices = getattr(x, function)(axis=axis, keepdims=True).astype("int64", copy=False)
+        return _gathered(ctx, x, indices, axis)
+
+    backward = Sort.backward
+    jvp = Sort.jvp
+
+
+def _gathered(ctx, x, indices, axis):
+    """(x gathered at `indices` along `axis`, the indices), kept on ctx for backward."""
+    ctx.in_shape, ctx.indices, ctx.axis = x.shape, indices, axis
+    return ctx.xp.take_along_axis(x, indices, axis=axis), indices
+
+
 def along_axis(xp, indices, axis):
     """The full advanced index that `indices` along `axis` stands for: every other axis indexed
     by its own position, so out[along_axis(...)] is one element per entry of `indices`."""
@@ -73,6 +121,11 @@ def _sorting_indices(xp, x, axis, descending):
     return length - 1 - reverse
 
 
+def _zero_index(x):
+    """The index of a 0-d tensor's only value."""
+    return Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend)
+
+
 def _axis(op, dim, x):
     return normalize_axes(op, dim, x.ndim)[0] if x.ndim else 0
 
@@ -81,11 +134,8 @@ def sort(x, dim=-1, descending=False, stable=False):
     """(values, indices) of x sorted along `dim` (stably, whatever `stable` says; NaN sorts
     last ascending, first descending, as in PyTorch)."""
     if x.ndim == 0:
-        return SortResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
-    axis = _axis("sort", dim, x)
-    indices = _sorting_indices(x.backend.xp, x.array, axis, descending)
-    values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
-    return SortResult(values, Tensor.from_array(indices, x.backend))
+        return SortResult(x, _zero_index(x))
+    return SortResult(*Sort.apply(x, axis=_axis("sort", dim, x), descending=descending))
 
 
 def argsort(x, dim=-1, descending=False, stable=False):
@@ -101,8 +151,5 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         raise ValueError(f"topk: k={k!r} must be an int in [0, {length}] for dim {dim} of a "
                          f"tensor of shape {x.shape}")
     if x.ndim == 0:
-        return TopkResult(x, Tensor.from_array(x.backend.xp.zeros((), "int64"), x.backend))
-    order = _sorting_indices(x.backend.xp, x.array, axis, largest)
-    indices = order[(slice(None),) * axis + (slice(0, k),)]
-    values = TakeAlongAxis.apply(x, indices=indices, axis=axis)
-    return TopkResult(values, Tensor.from_array(indices, x.backend))
+        return TopkResult(x, _zero_index(x))
+    return TopkResult(*Sort.apply(x, axis=axis, descending=largest, k=k))

@@ -14,6 +14,7 @@ from ._promotion import autocast_inputs, require_floating
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 from .errors import IndexRangeError, ShapeError
+from .ordering import PickAlong
 from .tangents import linear, reduced
 
 # What max(dim) and min(dim) return, as torch.return_types.max / .min do.
@@ -168,20 +169,22 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 def _arg_extremum(name, x, dim, keepdim):
     """argmax / argmin: the index of the first extreme element along `dim`, or in the flattened
     tensor when dim is None (an int64 constant)."""
-    data = x.array
     if dim is None:
-        if data.size == 0:
+        if x.numel() == 0:
             raise IndexRangeError(f"{name}: a tensor of shape {x.shape} is empty; there is no "
                                   "index to return")
-        index = getattr(data.reshape(-1), name)()
-        index = index.reshape((1,) * x.ndim) if keepdim else index
-    else:
-        axis = normalize_axis(name, dim, x.shape)
-        if x.ndim and x.shape[axis] == 0:
-            raise IndexRangeError(f"{name}: cannot reduce over the empty axis {axis} of a "
-                                  f"tensor of shape {x.shape}")
-        index = getattr(data, name)(axis=axis if x.ndim else None, keepdims=keepdim)
-    return Tensor.from_array(x.backend.asarray(index, dtype="int64"), x.backend)
+        index = _picked(name, x.detach().reshape((-1,)), 0)[1]
+        return index.reshape((1,) * x.ndim) if keepdim else index.reshape(())
+    if x.ndim == 0:
+        normalize_axis(name, dim, x.shape)   # dim 0 or -1 only
+        return _picked(name, x.detach().reshape((1,)), 0)[1].reshape(())
+    axis = normalize_axis(name, dim, x.shape)
+    index = _picked(name, x.detach(), axis)[1]
+    return index if keepdim else index.reshape(_reduced_shape(x.shape, (axis,)))
+
+
+def _picked(function, x, axis):
+    return PickAlong.apply(x, function=function, axis=axis)
 
 
 def argmax(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -194,16 +197,14 @@ def argmin(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 def extremum_along(name, x, dim, keepdim=False):
     """max(dim) / min(dim) as PyTorch's: the named tuple (values, indices) along one dim. The
-    values are gathered at the indices (getitem), so the gradient goes to that one element,
+    values are gathered at the indices (PickAlong), so the gradient goes to that one element,
     as in PyTorch (not split among ties, as amax's is)."""
     axis = normalize_axis(name, dim, x.shape)
-    indices = _arg_extremum("arg" + name, x, axis, True)
-    xp = x.backend.xp
-    index = tuple(indices.array if k == axis else
-                  xp.arange(n).reshape([n if j == k else 1 for j in range(x.ndim)])
-                  for k, n in enumerate(x.shape))
-    values = x[index] if x.ndim else x
-    if not keepdim:
+    if x.ndim == 0:
+        values, indices = x, _arg_extremum("arg" + name, x, dim, False)
+    else:
+        values, indices = _picked("arg" + name, x, axis)
+    if not keepdim and x.ndim:
         shape = _reduced_shape(x.shape, (axis,))
         values, indices = values.reshape(shape), indices.reshape(shape)
     return (MaxResult if name == "max" else MinResult)(values, indices)
