@@ -28,7 +28,7 @@ SMALL = 1024          # bytes: weights below it stay initializers of the model i
 
 def _little_endian(array):
     """The array's bytes in ONNX's order (little-endian, C order), shared where possible."""
-    return numpy.ascontiguousarray(array, array.dtype.newbyteorder("<"))
+    return numpy.asarray(array, array.dtype.newbyteorder("<"), order="C")
 
 
 def _key(field, length):
