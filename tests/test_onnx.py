@@ -236,6 +236,9 @@ def test_bad_arguments_and_a_missing_onnx_package(tmp_path, monkeypatch):
         mg.onnx.export(lenet5(), np.zeros((2, 1, 28, 28)), tmp_path / "m.onnx")
     with pytest.raises(ValueError, match="batch_norm must be 'fused' or 'primitives'"):
         mg.onnx.export(lenet5(), mg.randn(2, 1, 28, 28), tmp_path / "m.onnx", batch_norm="x")
+    with pytest.raises(ValueError, match=r"batch_axis must be an axis of the example input "
+                                         r"\(shape \(2, 1, 28, 28\)\), not 4"):
+        mg.onnx.export(lenet5(), mg.randn(2, 1, 28, 28), tmp_path / "m.onnx", batch_axis=4)
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ImportError, match=r"pip install 'minigrad\[onnx\]'"):
         mg.onnx.export(lenet5(), mg.randn(2, 1, 28, 28), tmp_path / "m.onnx")

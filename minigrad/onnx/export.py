@@ -183,22 +183,22 @@ def _same(graph, check, batches):
     """An error naming the op and the layer where the graph converted from the run at batch
     size batches[2] differs from the one at batches[0]: a size the converter read from the
     traced shapes, or a value folded from them."""
-    where = None
-    for k, (a, b) in enumerate(itertools.zip_longest(graph.nodes, check.nodes)):
-        if a != b:
-            where = (graph.layers + [None])[k] or check.layers[k]
-            break
-    for (name, a), (_, b) in zip(graph.weights, check.weights):
-        if where is None and not (a.shape == b.shape and numpy.array_equal(
-                a, b, equal_nan=a.dtype.kind in "fc")):
-            where = next(layer for node, layer in zip(graph.nodes, graph.layers)
-                         if name in node.input)
-    if where is not None:
-        raise NotImplementedError(
-            f"onnx.export: {where} exports differently at batch size {batches[0]} and "
-            f"{batches[2]}: its export writes a size or a value of this run's shapes, so the "
-            "file would hold the traced batch size; pass dynamic_batch=False to export for one "
-            "batch size")
+    nodes = [k for k, (a, b) in enumerate(itertools.zip_longest(graph.nodes, check.nodes))
+             if a != b]
+    weights = [name for (name, a), (_, b) in zip(graph.weights, check.weights)
+               if a.shape != b.shape or not numpy.array_equal(a, b, a.dtype.kind in "fc")]
+    if not nodes and not weights:
+        return
+    if nodes:
+        where = (graph.layers if nodes[0] < len(graph.layers) else check.layers)[nodes[0]]
+    else:
+        where = next(layer for node, layer in zip(graph.nodes, graph.layers)
+                     if weights[0] in node.input)
+    raise NotImplementedError(
+        f"onnx.export: {where} exports differently at batch size {batches[0]} and "
+        f"{batches[2]}: its export writes a size or a value of this run's shapes, so the file "
+        "would hold the traced batch size; pass dynamic_batch=False to export for one batch "
+        "size")
 
 
 def _assemble(graph, x, outputs, shapes, dynamic_batch):
@@ -242,6 +242,7 @@ def export(model, example_input, path, batch_norm="fused", dynamic_batch=True, o
     weights go to `<path>.data` (ONNX external data) with `external_data=True`, or when the
     file would pass protobuf's 2 GiB limit and `external_data` is None (write.py)."""
     proto, weights = build(model, example_input, batch_norm, dynamic_batch, opset, batch_axis)
-    write.check(_onnx(), proto, weights)
-    write.save(_onnx(), proto, weights, path, external_data)
+    onnx = _onnx()
+    write.check(onnx, proto, weights)
+    write.save(onnx, proto, weights, path, external_data)
     return path
