@@ -710,7 +710,8 @@ gc.collect()
 before = status("VmRSS:")
 with open("/proc/self/clear_refs", "w") as file:
     file.write("5")   # the peak (VmHWM) starts again from here
-mg.onnx.export(model, mg.randn(2, 2048), sys.argv[1], external_data=sys.argv[2] == "external")
+options = {"external_data": True} if sys.argv[2] == "external" else {}
+mg.onnx.export(model, mg.randn(2, 2048), sys.argv[1], **options)
 params = sum(p.numpy(force=True).nbytes for p in model.parameters())
 print((status("VmHWM:") - before) / params)
 """
