@@ -6,7 +6,7 @@ in order, is the ONNX graph. Each op becomes one or a few ONNX nodes (the table 
 `minigrad.onnx.ops`):
 
     graph input   "input"   the example input, its dtype (int64 token ids stay int64), its
-                            first axis named "batch" (any size)
+                            batch axis (batch_axis, 0) named "batch" (any size)
     initializers            parameters and buffers (named as in state_dict), and constants
     nodes                   the ops in tape order; an op whose inputs do not depend on the
                             input (a reshape of gamma, the position embedding of arange(T))
@@ -15,17 +15,20 @@ in order, is the ONNX graph. Each op becomes one or a few ONNX nodes (the table 
 
 An integer input never requires grad, so minigrad records nothing it passes through until it
 meets a parameter: the tape shows it as a constant (the index array of `weight[tokens]`, the
-input of `tokens.float()`'s consumer). The model therefore runs a second time, on the example
-moved one place along with one more row, and `constants.py` compares the two tapes: a constant
-equal to the input in both runs is the input; one that changes otherwise was computed from it off
-the tape (`tokens % 5`, Embedding's padding mask, `zeros(x.shape)`) and is an error, as is a
-model that runs other ops the second time.
-
-The batch axis stays free: a reshape that keeps the input's leading axis writes 0 for it (ONNX
-for "the size the input has"), so the file runs with any batch size. A reshape that merges the
-batch axis with others (to (N * C, ...)) is an error that says so; `dynamic_batch=False`
-exports for the traced batch size only. The model is traced in eval mode (batch norm with its
-running statistics, dropout off) and put back into the mode it was in.
+input of `tokens.float()`'s consumer). And a model reads sizes from its input (`x.shape[0]` in
+a reshape, `zeros(x.shape[0], hidden)`, a slice's bounds), which the tape holds as plain ints.
+The model therefore runs three times, on the example and on it moved one and two places along
+with one and two more rows, and the runs are compared (constants.py, sizes.py): a constant
+equal to the input in every run is the input; an int, or a constant of one value whose shape
+or value is a * batch + b in every run, is computed in the file from Shape(input); anything
+else that changes was computed from the input off the tape (`tokens % 5`, Embedding's padding
+mask, `arange(x.shape[0])`) and is an error, as is a model that runs other ops another time.
+The graph is converted from the first run and from the third, and the two must be the same
+(a converter that read a traced size elsewhere would make them differ), so the file runs with
+any batch size. `batch_axis` says which axis of the input is the batch (1 for a time-major
+(T, N, F) sequence); `dynamic_batch=False` exports for the traced batch size only. The model
+is traced in eval mode (batch norm with its running statistics, dropout off) and put back into
+the mode it was in. Recurrent layers export unrolled over the traced sequence length.
 
 Batch norm (the fused layers, `fused_batch_norm`) exports as ONNX BatchNormalization, or with
 `batch_norm="primitives"` as its parts, normalize (Sub, Div by Sqrt(var + eps)), multiply and
@@ -37,7 +40,9 @@ LayerNormalization (opset 17), then the tape's multiply and add. GELU is ONNX Ge
 
 An op with no ONNX counterpart in the table is a NotImplementedError naming it and the layer
 (module path) that ran it; nothing is written then. The file is written atomically
-(minigrad/atomic.py) after `onnx.checker` has passed.
+(minigrad/atomic.py) after `onnx.checker` has passed, its weights streamed from their arrays
+(write.py), in `<path>.data` as ONNX external data past protobuf's 2 GiB or with
+`external_data=True`.
 """
 from .export import export, to_model
 

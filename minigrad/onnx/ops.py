@@ -9,15 +9,13 @@ from collections import namedtuple
 
 import numpy
 
+from .sizes import BatchSize
+
 Call = namedtuple("Call", "node ins outs attrs layer")
 
 
 def _refuse(call, why):
     raise NotImplementedError(f"onnx.export: {call.layer}: {why}")
-
-
-def _ints(graph, values):
-    return graph.constant(numpy.asarray(values, dtype=numpy.int64), "shape")
 
 
 def _scalar(graph, call, value):
@@ -71,19 +69,13 @@ def _pool(onnx_op, extra):
 
 
 def reshape(graph, call):
-    """Reshape that keeps the batch axis free: 0 ("as in the input") where the target keeps
-    the input's leading axis."""
-    source, shape = call.node.inputs[0].shape, list(call.attrs["shape"])
-    if graph.dynamic_batch and call.ins[0] in graph.batched and source:
-        rest = int(numpy.prod(source[1:]))
-        if shape and shape[0] == source[0] and source[0] != 0:
-            shape[0] = 0
-        elif not (shape and shape[0] == -1 and -1 not in shape[1:]
-                  and int(numpy.prod(shape[1:])) == rest):
-            _refuse(call, f"reshape from {source} to {tuple(shape)} mixes the batch axis with "
-                          "others, so the file could not take other batch sizes; pass "
-                          "dynamic_batch=False to export for this batch size only")
-    return graph.add("Reshape", [call.ins[0], _ints(graph, shape)])
+    """Reshape to the target; a target with one size that follows the batch (sizes.py) writes
+    -1 there, which ONNX infers, and one with several computes them."""
+    shape = list(call.attrs["shape"])
+    follow = [i for i, size in enumerate(shape) if isinstance(size, BatchSize)]
+    if len(follow) == 1 and -1 not in shape:
+        shape[follow[0]] = -1
+    return graph.add("Reshape", [call.ins[0], graph.ints(shape)])
 
 
 def transpose(graph, call):
@@ -97,7 +89,7 @@ def _reduce(onnx_op):
     def convert(graph, call):
         ndim, axis = call.node.inputs[0].ndim, call.attrs.get("axis")
         axes = range(ndim) if axis is None else [axis] if isinstance(axis, int) else axis
-        return graph.add(onnx_op, [call.ins[0], _ints(graph, [a % ndim for a in axes])],
+        return graph.add(onnx_op, [call.ins[0], graph.ints([a % ndim for a in axes])],
                          keepdims=int(call.attrs.get("keepdims", False)))
     return convert
 
@@ -111,13 +103,13 @@ def _axis(onnx_op):
 
 def stack(graph, call):
     axis = call.attrs.get("axis", 0) % (call.node.inputs[0].ndim + 1)
-    rows = [graph.add("Unsqueeze", [name, _ints(graph, [axis])])[0] for name in call.ins]
+    rows = [graph.add("Unsqueeze", [name, graph.ints([axis])])[0] for name in call.ins]
     return graph.add("Concat", rows, axis=axis)
 
 
 def _channel_stats(graph, names, axis, ndim):
     """gamma, beta, mean, var (C,) reshaped to broadcast against x along `axis`."""
-    shape = _ints(graph, [-1] + [1] * (ndim - axis - 1))
+    shape = graph.ints([-1] + [1] * (ndim - axis - 1))
     return [graph.add("Reshape", [name, shape])[0] for name in names]
 
 
@@ -184,32 +176,43 @@ def normalize(graph, call):
         return graph.add("LayerNormalization", [x, graph.constant(numpy.ones(shape, dtype),
                                                                   "ones")],
                          axis=axes[0], epsilon=eps) + [None, None]
-    axes = _ints(graph, axes)
+    axes = graph.ints(axes)
     (mean,) = graph.add("ReduceMean", [x, axes], keepdims=1)
     (centred,) = graph.add("Sub", [x, mean])
     (var,) = graph.add("ReduceMean", [graph.add("Mul", [centred, centred])[0], axes], keepdims=1)
     return _normalized(graph, call, x, mean, var, eps, centred) + [mean, var]
 
 
+END = numpy.iinfo(numpy.int64).max   # "to the end": ONNX Slice clamps it to the axis
+
+
+def _slice_bounds(part):
+    """(start, stop, step) of a slice as ONNX Slice reads them, free of this run's sizes:
+    negative bounds count from the end there too, and a missing bound runs to the end
+    (backwards: to before the front, which ONNX writes as a bound below -n)."""
+    step = 1 if part.step is None else part.step
+    start = part.start if part.start is not None else 0 if step > 0 else END
+    stop = part.stop if part.stop is not None else END if step > 0 else -END - 1
+    return start, stop, step
+
+
 def getitem(graph, call):
     """Slices become Slice, ints and an integer array Gather (one axis at a time); the index
     array may be the graph input itself (token ids: an Embedding)."""
-    (x,), axis, shape = call.ins[:1], 0, call.node.inputs[0].shape
+    (x,), axis = call.ins[:1], 0
     parts = call.attrs["index"]
     if sum(hasattr(part, "dtype") for part in parts) > 1:
         _refuse(call, "indexing with several arrays at once (NumPy pairs them up) has no ONNX "
                       "export; what exports: ints, slices and one integer array")
     for part in parts:
         if isinstance(part, slice):
-            start, stop, step = part.indices(shape[axis])
-            if (start, stop, step) != (0, shape[axis], 1):
-                if step < 0 and stop < 0:
-                    stop = -shape[axis] - 1   # "past the front", which ONNX writes as below -n
-                (x,) = graph.add("Slice", [x] + [_ints(graph, [v]) for v in
-                                                 (start, stop, axis, step)])
+            bounds = _slice_bounds(part)
+            if bounds != (0, END, 1):
+                (x,) = graph.add("Slice", [x] + [graph.ints([v]) for v in
+                                                 (bounds[0], bounds[1], axis, bounds[2])])
             axis += 1
         elif numpy.asarray(part).dtype.kind in "iu":
-            rows = (graph.input_as(part.dtype) if id(part) in graph.inputs
+            rows = (graph.input_as(part.dtype) if id(part) in graph.run.inputs
                     else graph.constant(numpy.asarray(part, dtype=numpy.int64), "index"))
             (x,) = graph.add("Gather", [x, rows], axis=axis)
             axis += numpy.ndim(part)
@@ -225,7 +228,7 @@ def pad(graph, call):
     pairs = [(p, p) if isinstance(p, int) else tuple(p) for p in pairs] if not isinstance(
         pairs, int) else [(pairs, pairs)] * ndim
     pads = [b for b, _ in pairs] + [a for _, a in pairs]
-    return graph.add("Pad", [call.ins[0], _ints(graph, pads),
+    return graph.add("Pad", [call.ins[0], graph.ints(pads),
                              _scalar(graph, call, call.attrs.get("value", 0.0))])
 
 
@@ -273,10 +276,13 @@ def cast(graph, call):
 
 
 def broadcast_to(graph, call):
-    shape = list(call.attrs["shape"])   # Expand broadcasts both ways: 1 keeps the batch free
-    if call.ins[0] in graph.batched and graph.dynamic_batch and shape:
-        shape[0] = 1
-    return graph.add("Expand", [call.ins[0], _ints(graph, shape)])
+    """Expand; a size the input already has is written 1, which Expand keeps as the input's
+    (so it follows the batch without a computation)."""
+    shape, source = list(call.attrs["shape"]), call.node.inputs[0].shape
+    offset = len(shape) - len(source)
+    shape = [1 if i >= offset and size == source[i - offset] else size
+             for i, size in enumerate(shape)]
+    return graph.add("Expand", [call.ins[0], graph.ints(shape)])
 
 
 CONVERTERS = {
