@@ -35,6 +35,9 @@ never a mix of two steps within one tensor: `state_dict()` and `save` copy each 
 the lock those changes hold (minigrad/version.py). Different tensors may come from different
 steps; for a checkpoint of one step, save between steps (in the training thread, or while it
 waits). NumPy arrays in `obj` are written as they are: changing them meanwhile is a race.
+
+Memory: `save` copies each tensor just before its bytes are written (a `_Snapshot` until then),
+so one tensor's copy is alive at a time: the peak is about the largest tensor, not the data.
 """
 import collections
 import json
@@ -72,12 +75,31 @@ def _is_array(value):
         hasattr(value, "__array__") and not isinstance(value, (dict, list, tuple, str)))
 
 
+class _Snapshot:
+    """A tensor to be saved: its dtype, shape and size now, its values copied (between
+    minigrad's in-place changes: never a mix) only when a format reads it with numpy.asarray,
+    just before writing them, so one tensor's copy is alive at a time."""
+
+    def __init__(self, tensor):
+        self.tensor, self.dtype, self.shape = tensor, tensor.array.dtype, tuple(tensor.shape)
+        self.ndim, self.size = len(self.shape), math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+
+    def __array__(self, dtype=None, copy=None):
+        with IN_PLACE_LOCK:
+            array = self.tensor.numpy(force=True)   # the CPU array itself, or a GPU's host copy
+            array = numpy.array(array, order="C") if self.tensor.device == "cpu" else \
+                numpy.ascontiguousarray(array)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+
 def _as_array(value, where, check):
-    """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
+    """`value` as a C-contiguous NumPy array the format can hold (a _Snapshot for a Tensor),
+    or a TypeError naming it."""
     if isinstance(value, Tensor):
-        with IN_PLACE_LOCK:     # a copy between minigrad's in-place changes: never a mix
-            array = value.numpy(force=True)
-            value = array.copy() if value.device == "cpu" else array
+        snapshot = _Snapshot(value)
+        check(snapshot, where)
+        return snapshot
     try:
         array = numpy.asarray(value, order="C")
     except Exception as error:  # a foreign array type that refuses conversion

@@ -94,24 +94,39 @@ def _compact(value, **options):
 
 
 def write(file, arrays, structure, flat):
-    arrays = {name: numpy.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")
-              for name, a in arrays.items()}
+    """The header goes first but holds every tensor's digest: it is written with placeholder
+    digests of the same length, then each array is read (numpy.asarray: a tensor is copied only
+    now, one at a time), hashed and written, and the header written again over the first."""
     tensors, offset = {}, 0
     for name, array in arrays.items():
         tensors[name] = (_code(array.dtype), array.shape, offset, offset + array.nbytes)
         offset += array.nbytes
-    metadata = {TENSOR_DIGESTS: json.dumps({name: _sha256(a) for name, a in arrays.items()})}
+    digests = dict.fromkeys(arrays, "0" * 64)   # SHA-256 in hex: 64 digits
+    header = _header(tensors, digests, structure, flat)
+    file.write(len(header).to_bytes(8, "little"))
+    file.write(header)
+    for name, array in arrays.items():
+        data = numpy.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")
+        digests[name] = _sha256(data)
+        file.write(data.reshape(-1).view(numpy.uint8))
+        del data   # before the next tensor's copy
+    final = _header(tensors, digests, structure, flat)
+    assert len(final) == len(header), "the digests changed the header's length"
+    file.seek(8)
+    file.write(final)
+
+
+def _header(tensors, digests, structure, flat):
+    """The header's JSON bytes, padded to a multiple of 8 (the tensors start 8-byte aligned, as
+    the spec asks)."""
+    metadata = {TENSOR_DIGESTS: json.dumps(digests)}
     if not flat:
         metadata[STRUCTURE] = json.dumps(structure, allow_nan=False)
     metadata[HEADER_DIGEST] = _header_digest(tensors, metadata)
     header = _compact({METADATA: metadata, **{
         name: {"dtype": code, "shape": list(shape), "data_offsets": [begin, end]}
         for name, (code, shape, begin, end) in tensors.items()}})
-    header += b" " * (-len(header) % 8)   # the tensors start 8-byte aligned, as the spec asks
-    file.write(len(header).to_bytes(8, "little"))
-    file.write(header)
-    for array in arrays.values():
-        file.write(array.reshape(-1).view(numpy.uint8))
+    return header + b" " * (-len(header) % 8)
 
 
 def read(path, max_bytes):
