@@ -24,10 +24,11 @@ import functools
 import hashlib
 import json
 import os
+import sys
 
 import numpy
 
-from . import CheckpointError, check_shape, fail, unique_pairs
+from . import Budget, CheckpointError, check_shape, fail, unique_pairs
 
 EXTENSION = ".safetensors"
 TENSOR_DIGESTS = "minigrad.tensor_sha256"
@@ -147,7 +148,9 @@ def read(path, max_bytes):
         if size - 8 - length > max_bytes:
             raise fail(path, EXTENSION, f"its tensors take {size - 8 - length} bytes, more than "
                                         f"max_bytes={max_bytes}")
-        header = _parse_header(path, file, length)
+        budget = Budget(max_bytes, lambda cause: fail(path, EXTENSION, cause))
+        budget.charge(size - 8 - length, "tensors")
+        header = _parse_header(path, file, length, budget)
         metadata = _metadata(path, header.pop(METADATA, {}))
         _layout(path, header, size - 8 - length)
         digests = _digests(path, header, metadata)
@@ -165,9 +168,9 @@ def read(path, max_bytes):
     return header, metadata.get(STRUCTURE)
 
 
-def _json(path, text, what):
+def _json(path, text, what, budget=None):
     try:
-        return json.loads(text, object_pairs_hook=_header_object(path))
+        return json.loads(text, object_pairs_hook=_header_object(path, budget))
     except CheckpointError:
         raise
     except (ValueError, RecursionError) as error:   # JSONDecodeError is a ValueError
@@ -178,24 +181,38 @@ _Entry = collections.namedtuple("_Entry", ["dtype", "shape", "data_offsets"])
 _ENTRY_KEYS = frozenset(_Entry._fields)
 
 
-def _header_object(path):
+# Bytes charged for what the header's JSON builds: each (key, value) pair the parser holds (a
+# tuple and its list slot), and for a tensor's entry its lists and what load makes of it (the
+# NumPy array, the Tensor, their places in the result): a million zero-size tensors took 10.3x
+# their file, past the budget of 8x + 64 MiB.
+_PAIR, _ENTRY_LOADED = 72, 500
+
+
+def _header_object(path, budget=None):
     """The object_pairs_hook of the header: a tensor's entry becomes an _Entry (a small tuple,
-    not a dict), any other object a dict; a key twice in one object is refused."""
+    not a dict), any other object a dict; a key twice in one object is refused. With a `budget`
+    each object is charged against it as it is built."""
     unique = unique_pairs(path, EXTENSION)
 
     def hook(pairs):
         if len(pairs) == 3 and {key for key, _ in pairs} == _ENTRY_KEYS:
-            return _Entry(**dict(pairs))
-        return unique(pairs)
+            built = _Entry(**dict(pairs))
+            cost = _ENTRY_LOADED
+        else:
+            built = unique(pairs)
+            cost = sys.getsizeof(built)
+        if budget is not None:
+            budget.charge(cost + _PAIR * len(pairs), "header's entries")
+        return built
     return hook
 
 
-def _parse_header(path, file, length):
+def _parse_header(path, file, length, budget):
     try:
         text = file.read(length).decode("utf-8")    # (the bytes are freed at once)
     except UnicodeDecodeError as error:
         raise fail(path, EXTENSION, f"garbage header: not UTF-8 text ({error})") from None
-    header = _json(path, text, "the header")
+    header = _json(path, text, "the header", budget)
     if not isinstance(header, dict):
         raise fail(path, EXTENSION, f"the header is a JSON {type(header).__name__}, not an "
                                     "object of tensors")
