@@ -35,6 +35,9 @@ never a mix of two steps within one tensor: `state_dict()` and `save` copy each 
 the lock those changes hold (minigrad/version.py). Different tensors may come from different
 steps; for a checkpoint of one step, save between steps (in the training thread, or while it
 waits). NumPy arrays in `obj` are written as they are: changing them meanwhile is a race.
+
+Memory: `save` copies each tensor just before its bytes are written (a `_Snapshot` until then),
+so one tensor's copy is alive at a time: the peak is about the largest tensor, not the data.
 """
 import collections
 import json
@@ -44,7 +47,7 @@ import os
 import numpy
 
 from .atomic import atomic_write
-from .formats import CheckpointError, fail, npz, pytorch, safetensors
+from .formats import CheckpointError, default_max_bytes, fail, npz, pytorch, safetensors
 from .tensor import Tensor, as_tensor
 from .version import IN_PLACE_LOCK
 
@@ -53,7 +56,6 @@ __all__ = ["CheckpointError", "load", "save"]
 _FORMATS = {safetensors.EXTENSION: safetensors, npz.EXTENSION: npz,
             **dict.fromkeys(pytorch.EXTENSIONS, pytorch)}
 _RESERVED_NAMES = {safetensors.METADATA}   # names a flat dict cannot use as array names
-_DEFAULT_EXPANSION, _DEFAULT_ALLOWANCE = 8, 64 << 20   # load's default max_bytes (see load)
 _SUPPORTED = ("Tensors, NumPy arrays and scalars, dicts and OrderedDicts (str or int keys), "
               "lists, tuples, int, float, bool, str and None")
 
@@ -72,12 +74,31 @@ def _is_array(value):
         hasattr(value, "__array__") and not isinstance(value, (dict, list, tuple, str)))
 
 
+class _Snapshot:
+    """A tensor to be saved: its dtype, shape and size now, its values copied (between
+    minigrad's in-place changes: never a mix) only when a format reads it with numpy.asarray,
+    just before writing them, so one tensor's copy is alive at a time."""
+
+    def __init__(self, tensor):
+        self.tensor, self.dtype, self.shape = tensor, tensor.array.dtype, tuple(tensor.shape)
+        self.ndim, self.size = len(self.shape), math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+
+    def __array__(self, dtype=None, copy=None):
+        with IN_PLACE_LOCK:
+            array = self.tensor.numpy(force=True)   # the CPU array itself, or a GPU's host copy
+            array = numpy.array(array, order="C") if self.tensor.device == "cpu" else \
+                numpy.ascontiguousarray(array)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+
 def _as_array(value, where, check):
-    """`value` as a C-contiguous NumPy array the format can hold, or a TypeError naming it."""
+    """`value` as a C-contiguous NumPy array the format can hold (a _Snapshot for a Tensor),
+    or a TypeError naming it."""
     if isinstance(value, Tensor):
-        with IN_PLACE_LOCK:     # a copy between minigrad's in-place changes: never a mix
-            array = value.numpy(force=True)
-            value = array.copy() if value.device == "cpu" else array
+        snapshot = _Snapshot(value)
+        check(snapshot, where)
+        return snapshot
     try:
         array = numpy.asarray(value, order="C")
     except Exception as error:  # a foreign array type that refuses conversion
@@ -258,7 +279,10 @@ def load(path, device=None, max_bytes=None):
     in several places comes back as one tensor in all of them.
 
     max_bytes: the most bytes the file's arrays may take in memory, checked before any is read
-    (for a .pt file: its arrays and every object its pickle builds, charged as they are built).
+    (for a .pt file: its arrays and every object its pickle builds, charged as they are built;
+    for a .safetensors file: its arrays and every entry of its header, charged as the JSON is
+    parsed: a 67 MB header of a million zero-size tensors is refused at 7.4x its size, where
+    reading it took 10.3x).
     The default (None) is what is safe for a file from anywhere: 8 times the file's size plus
     64 MiB. Every uncompressed file passes it (all .safetensors files, and .npz files written
     by `save` or `numpy.savez`), while a compressed .npz crafted to expand (a 1 MB deflate bomb
@@ -278,7 +302,7 @@ def load(path, device=None, max_bytes=None):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load: no checkpoint file {path!r}")
     if max_bytes is None:
-        max_bytes = _DEFAULT_EXPANSION * os.path.getsize(path) + _DEFAULT_ALLOWANCE
+        max_bytes = default_max_bytes(path)
     if _FORMATS[extension] is pytorch:   # its pickle is the structure: built as it is read
         return pytorch.load_state(path, max_bytes, lambda array: _loaded(array, device),
                                   (Tensor, numpy.ndarray))

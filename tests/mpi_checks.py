@@ -340,11 +340,12 @@ def ddp_sends_one_message_per_bucket():
 
 
 class CountingCommunicator:
-    """The group's communicator, counting every call made through it but for its size and
-    rank: each is one message exchange (a collective), whatever code path made it."""
+    """One of the group's communicators, counting every call made through it (into `calls`,
+    which several may share) but for its size and rank: each is one message exchange (a
+    collective), whatever code path made it."""
 
-    def __init__(self, comm):
-        self.comm, self.calls = comm, []
+    def __init__(self, comm, calls):
+        self.comm, self.calls = comm, calls
 
     def __getattr__(self, name):
         attribute = getattr(self.comm, name)
@@ -373,18 +374,21 @@ def ddp_with_syncbn_makes_two_collectives_per_layer_and_two_per_step():
     reference = net((nn.BatchNorm2d, nn.BatchNorm1d))
     ddp = nn.parallel.DistributedDataParallel(net((nn.SyncBatchNorm, nn.SyncBatchNorm)))
     rng = np.random.default_rng(4)
-    comm = group._state["comm"]
+    saved = group._state["comm"], group._state["channels"]
     counted = []
     for _ in range(2):   # the first step also compares each layer's statistics shapes, once
         x, target = rng.normal(size=(local * w, 2, 4, 4)), rng.integers(0, 5, local * w)
         mine = slice(r * local, (r + 1) * local)
-        group._state["comm"] = counting = CountingCommunicator(comm)
+        calls = []   # every communicator's: the world's and each kind of collective's
+        group._state["comm"] = CountingCommunicator(saved[0], calls)
+        group._state["channels"] = {kind: CountingCommunicator(channel, calls)
+                                    for kind, channel in saved[1].items()}
         try:
             ddp.zero_grad()
             F.cross_entropy(ddp(mg.tensor(x[mine])), mg.tensor(target[mine])).backward()
         finally:
-            group._state["comm"] = comm
-        counted.append(counting.calls)
+            group._state["comm"], group._state["channels"] = saved
+        counted.append(calls)
         reference.zero_grad()
         F.cross_entropy(reference(mg.tensor(x)), mg.tensor(target)).backward()
     grads = [p.grad.numpy() for p in ddp.module.parameters()]
@@ -519,6 +523,45 @@ def ddp_with_syncbn_and_an_empty_local_batch_on_one_rank():
         assert np.isfinite(a).all(), "a gradient is not finite"
         close(a, b.grad.numpy(), "gradient", rtol=1e-10, atol=1e-12)
     assert identical
+
+
+@check
+def ddp_mean_loss_with_an_empty_local_batch_takes_pytorchs_step():
+    """Rank 1 has no samples and every rank takes the mean of its own loss: rank 1's is NaN (the
+    mean of nothing, as PyTorch's), its gradients zeros, and the step every rank takes is
+    PyTorch's: the gradients of the other ranks' mean losses, summed and divided by the world
+    size; finite, and the same on every rank."""
+    r, w = rank_and_size()
+    sizes = [4] + [0] + [3] * (w - 2)
+
+    def net(seed):
+        mg.manual_seed(seed)
+        return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(),
+                             nn.Linear(3, 5)).to(dtype="float64")
+    reference = net(0)
+    ddp = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(net(r)))
+    optimizer = mg.optim.SGD(ddp.parameters(), lr=0.1)
+    rng = np.random.default_rng(3)
+    x, target = rng.normal(size=(sum(sizes), 4)), rng.integers(0, 5, sum(sizes))
+    part = local_slice(sizes)
+    loss = F.cross_entropy(ddp(mg.tensor(x[part])), mg.tensor(target[part]))
+    loss.backward()
+    optimizer.step()
+    # one process: the global batch's statistics (SyncBatchNorm's), each rank's mean loss
+    features = reference[0](mg.tensor(x))
+    normalized = reference[3](reference[2](reference[1](features)))
+    bounds = np.cumsum([0] + sizes)
+    expected = sum(F.cross_entropy(normalized[bounds[q]:bounds[q + 1]],
+                                   mg.tensor(target[bounds[q]:bounds[q + 1]]))
+                   for q in range(w) if sizes[q]) / w
+    expected.backward()
+    params = [p.detach().numpy() for p in ddp.module.parameters()]
+    identical = same_on_every_rank(params)
+    assert (np.isnan(loss.item()) if sizes[r] == 0 else np.isfinite(loss.item())), loss.item()
+    for p, q in zip(ddp.module.parameters(), reference.parameters()):
+        assert np.isfinite(p.detach().numpy()).all(), "a parameter is not finite"
+        close(p.grad.numpy(), q.grad.numpy(), "gradient", rtol=1e-10, atol=1e-12)
+    assert identical, "parameters differ between ranks"
 
 
 # ---------------------------------------------------------------------------------- sampler

@@ -6,7 +6,10 @@ others wait in an all_reduce. The other modes train a DistributedDataParallel mo
 and at step 3 rank 1: `swallow` swallows an exception between forward and backward and trains on;
 `exit` calls sys.exit(0); `delete` deletes its DistributedDataParallel and goes on with other
 work; `stuck` computes (sleeps) for ten minutes; `dtype` swaps a parameter's `.data` to float64.
-`short`: rank 1 has one batch fewer and exits after its loop. The second argument is the
+`short`: rank 1 has one batch fewer and exits after its loop. `catch`: the model has batch norm
+(its buffers are broadcast each step) and every rank wraps its step in try/except; rank 1's step 3
+raises after the forward. `uneven`: rank 1 has one batch fewer, then every rank all_reduces a
+metric (rank 1's call meets rank 0's last gradient all_reduce). The second argument is the
 collective timeout in seconds (default 60: the fault must be noticed without it).
 """
 import datetime
@@ -35,9 +38,24 @@ if mode in ("raise", "kill"):
     sys.exit(0)
 
 mg.manual_seed(0)
+if mode == "catch":
+    ddp = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)))
+    optimizer = mg.optim.SGD(ddp.parameters(), lr=0.1)
+    for step in range(1, 6):
+        try:
+            loss = (ddp(mg.randn(8, 4)) ** 2).mean()
+            if faulty and step == 3:
+                raise RuntimeError("deliberate failure on rank 1")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        except RuntimeError as error:
+            print(f"rank {dist.get_rank()} caught at step {step}: {error}", flush=True)
+    print(f"rank {dist.get_rank()} finished: the fault went unnoticed", flush=True)
+    sys.exit(0)
 ddp = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
 optimizer = mg.optim.SGD(ddp.parameters(), lr=0.1)
-for step in range(1, 6 - (faulty and mode == "short")):
+for step in range(1, 6 - (faulty and mode in ("short", "uneven"))):
     loss = (ddp(mg.randn(8, 4)) ** 2).mean()
     if faulty and step == 3:
         if mode == "swallow":
@@ -57,5 +75,7 @@ for step in range(1, 6 - (faulty and mode == "short")):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-if not faulty:
+if mode == "uneven":
+    print(f"rank {dist.get_rank()}: metric {dist.all_reduce(mg.tensor([1.0])).item()}", flush=True)
+if not faulty or mode == "uneven":
     print(f"rank {dist.get_rank()} finished: the fault went unnoticed", flush=True)

@@ -34,6 +34,7 @@ import minigrad as mg
 from minigrad.formats import caffe as caffe_format
 from minigrad.nn import caffe
 path = sys.argv[1]
+max_bytes = int(sys.argv[2]) if len(sys.argv) > 2 else None   # None: each reader's default
 if path.endswith((".caffemodel", ".prototxt")):
     caffe_format.messages()   # protobuf's import, so that it is not counted below
 
@@ -45,26 +46,31 @@ with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as file:
 before = status("VmRSS")
 try:
     if path.endswith((".safetensors", ".npz", ".pt")):
-        mg.load(path)
+        mg.load(path, max_bytes=max_bytes)
     elif path.endswith(".caffemodel"):
-        caffe.read_caffemodel(path)
+        caffe.read_caffemodel(path, max_bytes)
     else:
-        caffe.read_prototxt(path)
+        caffe.read_prototxt(path, max_bytes)
     message = ""
 except ValueError as error:
     message = str(error)
 print(max(status("VmHWM") - before, 0) / os.path.getsize(path), len(message))
+print(message)
 """
 
 
-def _peak_ratio(path):
+def _peak_ratio(path, max_bytes=None):
     """(peak memory of reading `path` in a fresh process / the file's size, length of the
-    error message, 0 if it loaded)."""
+    error message, 0 if it loaded); with `max_bytes`, also the message."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    out = subprocess.run([sys.executable, "-c", PEAK, str(path)], env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
-    return float(out[0]), int(out[1])
+    limit = [] if max_bytes is None else [str(max_bytes)]
+    out = subprocess.run([sys.executable, "-c", PEAK, str(path), *limit], env=env, check=True,
+                         capture_output=True, text=True).stdout.split("\n", 1)
+    ratio, length = out[0].split()
+    if max_bytes is None:
+        return float(ratio), int(length)
+    return float(ratio), int(length), out[1].strip()
 
 
 memory = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -131,6 +137,44 @@ def test_a_prototxt_of_many_layers(tmp_path):
     path.write_text("".join(f'layer {{ name: "l{i}" type: "ReLU" }}\n' for i in range(60_000)))
     ratio, _ = _peak_ratio(path)
     assert ratio < 40             # was 31-43; the layers read back take ~19
+
+
+def _many_empty(path):
+    """A file of many empty things: 150,000 zero-size tensors, 200,000 layers without blobs,
+    or 60,000 prototxt layers (about 10, 2.4 and 2.3 MB)."""
+    if path.suffix == ".safetensors":
+        path.write_bytes(_safetensors_file({
+            f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+            for i in range(150_000)}))
+    elif path.suffix == ".caffemodel":
+        net = messages()["NetParameter"]()
+        for i in range(200_000):
+            net.layer.add(name=f"l{i}")
+        path.write_bytes(net.SerializeToString())
+    else:
+        path.write_text("".join(f'layer {{ name: "l{i}" type: "ReLU" }}\n'
+                                for i in range(60_000)))
+    return path
+
+
+@memory
+@pytest.mark.parametrize("extension", [
+    ".safetensors",
+    pytest.param(".caffemodel", marks=needs_protobuf),
+    pytest.param(".prototxt", marks=needs_protobuf)])
+def test_what_a_reader_builds_is_charged_against_max_bytes(tmp_path, extension):
+    """Each entry, layer or blob is charged as it is built (formats.Budget), as the .pt reader's
+    objects are: past max_bytes the read stops with a message naming it, having taken about
+    max_bytes (plus the file's text: its JSON, or protobuf's parse of a prototxt). Before, these
+    files read to the end whatever the limit: 10x, 34x and 30x their size (1M zero-size tensors
+    in a safetensors header, 1M empty layers, 300,000 prototxt layers). A larger max_bytes
+    reads them."""
+    path = _many_empty(tmp_path / f"many{extension}")
+    size = os.path.getsize(path)
+    ratio, _, message = _peak_ratio(path, 4 * size)
+    assert f"more memory than max_bytes={4 * size}" in message, message
+    assert ratio < 4 + 3, ratio
+    assert _peak_ratio(path, 100 * size)[1:] == (0, "")
 
 
 @memory

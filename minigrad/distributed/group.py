@@ -17,6 +17,14 @@ Faults (docs/distributed.md, "Faults"):
   how many collectives it had completed; a peer waiting in a collective that rank never entered
   aborts the job at once, naming it.
 - An uncaught exception on one rank prints that rank's traceback and calls MPI_Abort.
+- Each kind of collective has a communicator of its own (all_reduce, broadcast, all_gather and
+  the 128-byte agreement messages), so ranks that call different kinds of collectives at the
+  same point (a rank that skipped part of a step) never exchange each other's bytes: each
+  waits. A collective that waits longer than `_ASK_SECONDS` asks its peers where they are (one
+  question to each at a time); a peer waiting in another collective at the same position, or
+  at another step, ends the job at once with a message naming both ranks, their collectives and
+  steps. An MPI error in a collective (a message of another size) ends it the same way.
+- `out_of_step(message)` ends the job with `message` and where every rank is (DDP's step check).
 - `agree(what, text)` compares a short description of a call (kind, shape, dtype, arguments) over
   the ranks in one all_gather of 128 bytes per rank, or piggy-backed on an all_gather's payload
   (`allgather_array(..., check=text)`), so a disagreement is an error naming every rank's call
@@ -40,6 +48,8 @@ from . import nccl
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # PyTorch's default process-group timeout
 TIMEOUT_VARIABLE = "MINIGRAD_DIST_TIMEOUT"         # seconds; overrides the default (tests)
 _ANSWER_SECONDS = 2.0   # how long a rank that timed out waits for its peers to say where they are
+_ASK_SECONDS = 1.0      # a collective waiting this long asks its peers where they are
+_KINDS = ("all_reduce", "broadcast", "all_gather", "agree")   # one communicator each
 _FINGERPRINT = 128      # bytes: a call's description, cut to 124 bytes, and its CRC-32
 # A collective first polls for this long, yielding the core between polls (a peer that is a
 # little behind is met at once), then sleeps between polls, growing to a millisecond (a peer
@@ -47,11 +57,13 @@ _FINGERPRINT = 128      # bytes: a call's description, cut to 124 bytes, and its
 SPIN_SECONDS = 1e-3
 _yield_core = getattr(os, "sched_yield", lambda: time.sleep(0))   # Windows has no sched_yield
 
-_state = {"comm": None, "MPI": None, "control": None, "timeout": None}
+_state = {"comm": None, "MPI": None, "control": None, "timeout": None, "channels": {}}
 # where this rank is: collectives started, the one it waits in (kind, owner) and its step
 where = {"seq": 0, "kind": None, "owner": None, "step": 0}
 _left = {}      # (peer rank, owner) -> (collectives it had completed, why) when it left
 _sending = []   # this rank's control messages still in flight
+_asked = {}     # peer rank -> when this rank last asked it where it is
+_unanswered = set()   # peers asked who have not answered yet
 _checked = weakref.WeakValueDictionary()   # id(key) -> key, for keys whose sizes were checked
 
 
@@ -116,6 +128,7 @@ def init_process_group(backend="mpi", timeout=None):
         _state["comm"] = comm
         if comm.Get_size() > 1:
             _state["control"] = comm.Dup()   # notices and questions, never mixed with the data
+            _state["channels"] = {kind: comm.Dup() for kind in _KINDS}
             sys.excepthook = _abort_on_exception(sys.excepthook, comm)
             atexit.register(announce_departure, "exited")
 
@@ -147,9 +160,11 @@ def destroy_process_group(group=None):
         raise ValueError("Default process group has not been initialized, please make sure to "
                          "call init_process_group.")
     announce_departure("exited")
-    if _state["control"] is not None:
-        _state["control"].Free()
+    for comm in [_state["control"], *_state["channels"].values()]:
+        if comm is not None:
+            comm.Free()
     _state["comm"] = _state["control"] = None
+    _state["channels"] = {}
 
 
 def communicator():
@@ -159,6 +174,11 @@ def communicator():
         raise RuntimeError("minigrad.distributed: the process group is not initialized; call "
                            "minigrad.distributed.init_process_group() first")
     return comm
+
+
+def _channel(kind):
+    """The communicator that carries collectives of `kind` (one of _KINDS)."""
+    return _state["channels"].get(kind) or communicator()
 
 
 def get_rank():
@@ -179,20 +199,46 @@ def _wait(kind, start, owner=None):
     where["kind"], where["owner"] = kind, owner
     request = start()
     now = time.monotonic()
-    deadline, spin_until = now + _state["timeout"], now + SPIN_SECONDS
+    deadline, spin_until, ask_from = (now + _state["timeout"], now + SPIN_SECONDS,
+                                      now + _ASK_SECONDS)
     pause = 0.0
-    while not request.Test():
-        if time.monotonic() < spin_until:   # a peer a little behind: answer within microseconds
-            _yield_core()                    # an idle core comes straight back; a busy one runs
-            continue                         # the others meanwhile
+    while not _done(request):
+        now = time.monotonic()
+        if now < spin_until:   # a peer a little behind: answer within microseconds
+            _yield_core()      # an idle core comes straight back; a busy one runs the others
+            continue           # meanwhile
         _serve()
         _abort_if_a_peer_left()
-        if time.monotonic() > deadline:
+        if now > ask_from:
+            _ask_peers(now)
+        if now > deadline:
             _report_who_is_missing(request)
             break
         time.sleep(pause)
         pause = min(2 * pause + 1e-6, 1e-3)
     where["kind"] = None
+
+
+def _done(request):
+    """Whether `request` completed; an MPI error (the ranks' messages of different sizes: their
+    collectives do not match) ends the job naming where every rank is."""
+    try:
+        return request.Test()
+    except _mpi().Exception as error:
+        out_of_step(f"rank {get_rank()} got an MPI error in {_doing()} ({error}): the ranks' "
+                    "collectives do not match")
+
+
+def _ask_peers(now):
+    """Ask each peer where it is, at most once a `_ASK_SECONDS` and only once it answered the
+    last question (a peer busy computing answers when it next waits)."""
+    comm = _state["comm"]
+    for rank in range(comm.Get_size()):
+        if (rank != comm.Get_rank() and rank not in _unanswered
+                and now - _asked.get(rank, -_ASK_SECONDS) >= _ASK_SECONDS):
+            _send(("where?",), rank)
+            _asked[rank] = now
+            _unanswered.add(rank)
 
 
 def _send(message, rank):
@@ -211,8 +257,11 @@ def _serve(answers=None):
         message = control.recv(source=status.Get_source())
         if message[0] == "where?":
             _send(("here", where["seq"], where["kind"], where["step"]), status.Get_source())
-        elif message[0] == "here" and answers is not None:
-            answers[status.Get_source()] = message[1:]
+        elif message[0] == "here":
+            _unanswered.discard(status.Get_source())
+            _abort_if_elsewhere(status.Get_source(), *message[1:])
+            if answers is not None:
+                answers[status.Get_source()] = message[1:]
         elif message[0] == "left":
             done, why, owner = message[1:]
             _left[status.Get_source(), owner] = done, why
@@ -240,6 +289,17 @@ def _doing():
     return f"{where['kind']} (collective {where['seq']}{step})"
 
 
+def _abort_if_elsewhere(rank, seq, kind, step):
+    """End the job if peer `rank` waits (or waited) in another collective than this rank's at
+    the same position (`seq`), or at another step: neither can ever complete."""
+    if (kind is not None and where["kind"] is not None and seq == where["seq"]
+            and (kind, step) != (where["kind"], where["step"])):
+        _abort(f"rank {get_rank()} waits in {_doing()}, but rank {rank} waits in {kind} "
+               f"(collective {seq}, step {step}): the ranks no longer make the same calls (a "
+               "rank skipped part of a step, e.g. an exception caught between forward and "
+               "backward, or ran out of data early: train inside `with ddp.join():`)")
+
+
 def _abort_if_a_peer_left():
     for (rank, owner), (done, why) in _left.items():
         if done < where["seq"] and owner in (None, where["owner"]):
@@ -249,9 +309,9 @@ def _abort_if_a_peer_left():
                    f"{get_rank()} waits for it in {_doing()}{hint}")
 
 
-def _report_who_is_missing(request):
-    """Past the deadline: ask every peer where it is, wait a little for the answers (returning
-    quietly if the collective completes meanwhile), then abort naming who did not arrive."""
+def _positions(request=None):
+    """Ask every peer where it is: {rank: (collective number, kind or None, step)} of those that
+    answer within `_ANSWER_SECONDS`; None if `request` completes meanwhile."""
     comm = _state["comm"]
     me, size = comm.Get_rank(), comm.Get_size()
     for rank in range(size):
@@ -260,10 +320,35 @@ def _report_who_is_missing(request):
     answers = {}
     stop = time.monotonic() + _ANSWER_SECONDS
     while len(answers) < size - 1 and time.monotonic() < stop:
-        if request.Test():
-            return
+        if request is not None and _done(request):
+            return None
         _serve(answers)
         time.sleep(1e-3)
+    return answers
+
+
+def out_of_step(message):
+    """End the job with `message` followed by where every peer is (its step and collective)."""
+    answers = _positions()
+    peers = []
+    for rank in range(get_world_size()):
+        if rank in answers:
+            seq, kind, step = answers[rank]
+            doing = "in no collective" if kind is None else f"waits in {kind}"
+            peers.append(f"rank {rank}: step {step}, {doing} (after {seq} collectives)")
+        elif rank != get_rank():
+            peers.append(f"rank {rank}: no answer")
+    _abort(f"{message}; {'; '.join(peers)}")
+
+
+def _report_who_is_missing(request):
+    """Past the deadline: ask every peer where it is, wait a little for the answers (returning
+    quietly if the collective completes meanwhile), then abort naming who did not arrive."""
+    comm = _state["comm"]
+    me, size = comm.Get_rank(), comm.Get_size()
+    answers = _positions(request)
+    if answers is None:
+        return
     arrived, missing = [], []
     for rank in range(size):
         if rank == me:
@@ -322,7 +407,7 @@ def agree(what, text, key=None):
         return
     mine = _fingerprint(text)
     rows = numpy.empty((get_world_size(), mine.size), numpy.uint8)
-    _wait(what, lambda: communicator().Iallgather(mine, rows))
+    _wait(what, lambda: _channel("agree").Iallgather(mine, rows))
     _check_rows(what, rows)
     if key is not None:
         _checked[id(key)] = key
@@ -336,7 +421,7 @@ def barrier():
 def allgather_object(obj, what):
     """Every rank's picklable `obj`, in rank order (for checks at construction)."""
     mine = numpy.frombuffer(pickle.dumps(obj), numpy.uint8)
-    comm, size = communicator(), numpy.array([mine.size], numpy.int64)
+    comm, size = _channel("all_gather"), numpy.array([mine.size], numpy.int64)
     sizes = numpy.empty(comm.Get_size(), numpy.int64)
     _wait(what, lambda: comm.Iallgather(size, sizes))
     everyone = numpy.empty(int(sizes.sum()), numpy.uint8)
@@ -390,8 +475,8 @@ def allreduce_array(array, op="sum", owner=None):
         stats.add("all_reduce", array.size, time.perf_counter() - start)
         return array
     host, write_back = _on_host(array)
-    _wait("all_reduce", lambda: comm.Iallreduce(MPI.IN_PLACE, host, op=getattr(MPI, _OPS[op])),
-          owner)
+    _wait("all_reduce", lambda: _channel("all_reduce").Iallreduce(
+        MPI.IN_PLACE, host, op=getattr(MPI, _OPS[op])), owner)
     if op == "mean":
         host /= comm.Get_size()
     write_back()
@@ -413,7 +498,7 @@ def broadcast_array(array, src=0, owner=None):
         stats.add("broadcast", array.size, time.perf_counter() - start)
         return array
     host, write_back = _on_host(array)
-    _wait("broadcast", lambda: comm.Ibcast(host, root=src), owner)
+    _wait("broadcast", lambda: _channel("broadcast").Ibcast(host, root=src), owner)
     write_back()
     stats.add("broadcast", array.size, time.perf_counter() - start)
     return array
@@ -438,7 +523,7 @@ def allgather_array(array, check=None, owner=None):
     if check is not None:
         mine = numpy.concatenate([mine, _fingerprint(check[1])])
     rows = numpy.empty((comm.Get_size(), mine.size), numpy.uint8)
-    _wait("all_gather", lambda: comm.Iallgather(mine, rows), owner)
+    _wait("all_gather", lambda: _channel("all_gather").Iallgather(mine, rows), owner)
     if check is not None:
         _check_rows(check[0], rows[:, host.nbytes:])
     gathered = numpy.ascontiguousarray(rows[:, :host.nbytes]).view(host.dtype)

@@ -8,10 +8,12 @@ bytes) and `structure` describes the saved object (serialization.py's nodes, whi
 arrays by name): written as a dict, read as JSON text, None for a flat dict of arrays (`flat`
 on writing: the structure is a dict of every array under its own name). pytorch.py reads with
 `load_state(path, max_bytes, loaded, values)` instead: its pickle is the structure, built as it
-is read (weights_pickle.py), each array `loaded(array)`. Readers
+is read (weights_pickle.py), each array `loaded(array)`. Readers charge what they build against
+`max_bytes` (Budget) and
 validate every size and offset against the file before allocating, so a damaged or hostile file
 is a CheckpointError, never a wrong load.
 """
+import os
 
 
 class CheckpointError(ValueError):
@@ -22,6 +24,31 @@ class CheckpointError(ValueError):
 def fail(path, extension, cause):
     """The CheckpointError for the file `path`, read as `extension`, because of `cause`."""
     return CheckpointError(f"load: {path!r} is not a valid {extension} checkpoint: {cause}")
+
+
+DEFAULT_EXPANSION, DEFAULT_ALLOWANCE = 8, 64 << 20   # max_bytes by default: 8x the file + 64 MiB
+
+
+def default_max_bytes(path):
+    """What a reader may build from the file `path` unless told otherwise: 8 times its size plus
+    64 MiB (mg.load, the Caffe readers)."""
+    return DEFAULT_EXPANSION * os.path.getsize(path) + DEFAULT_ALLOWANCE
+
+
+class Budget:
+    """The bytes a reader may still build from a file: `charge(nbytes, what)` takes from them
+    and raises `refuse(message)` once they are spent, so a small file describing many tiny
+    objects is refused instead of taking many times its size."""
+
+    def __init__(self, max_bytes, refuse):
+        self.max_bytes, self.left, self.refuse = max_bytes, max_bytes, refuse
+
+    def charge(self, nbytes, what):
+        self.left -= nbytes
+        if self.left < 0:
+            raise self.refuse(f"its {what} would take more memory than max_bytes="
+                              f"{self.max_bytes} (by default 8 times the file's size + 64 MiB): "
+                              "pass a larger max_bytes to read a file you trust")
 
 
 MAX_DIMS = 64                  # NumPy's limit on an array's number of dimensions

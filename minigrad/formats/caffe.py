@@ -25,6 +25,7 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 from ..atomic import atomic_write
+from . import Budget, default_max_bytes
 from .caffe_schema import PARAMS, RAW_DTYPES, V1_LAYER_TYPES, messages
 
 CaffeLayer = namedtuple("CaffeLayer", ["type", "blobs", "bottom", "top"])
@@ -46,21 +47,46 @@ class CaffeFormatError(ValueError):
 
 
 # ------------------------------------------------------------------------------------ reading
-def read_caffemodel(path):
+def read_caffemodel(path, max_bytes=None):
     """The layers of a binary .caffemodel as an OrderedDict, in file order: layer name ->
     CaffeLayer(type, blobs, bottom, top). Layers without blobs (ReLU, Pooling...) are included
-    with an empty blob list."""
+    with an empty blob list.
+
+    max_bytes: the most memory the file and what is read from it may take (default 8 times the
+    file's size + 64 MiB, as `mg.load`); each layer is charged as it is read (a CaffeFormatError
+    naming max_bytes past it), so a small file of very many layers is refused instead of taking
+    ~40 times its size. protobuf's parse of one layer at a time adds little besides."""
+    budget = _budget(path, max_bytes)
     with open(path, "rb") as file:
         data = file.read()
+    budget.charge(len(data), "bytes")
     layers = OrderedDict()
     for message, v1 in _binary_layers(path, data):
         name, type_, bottom, top = _names(path, message, v1)
         if name in layers:
             raise CaffeFormatError(f"{path}: two layers are named {name!r}")
-        layers[name] = CaffeLayer(type_, [_blob_array(path, name, index, blob)
-                                          for index, blob in enumerate(message.blobs)],
-                                  bottom, top)
+        budget.charge(_layer_bytes(name, bottom, top), "layers")
+        blobs = [_blob_array(path, name, index, blob) for index, blob in enumerate(message.blobs)]
+        budget.charge(sum(_BLOB_BYTES + blob.nbytes for blob in blobs), "blobs")
+        layers[name] = CaffeLayer(type_, blobs, bottom, top)
     return layers
+
+
+# Bytes charged for a layer read back (its record, lists and dict entry: a million empty layers
+# took 41 times their file), for each of its names, and for a blob besides its values
+_LAYER_BYTES, _NAME_BYTES, _BLOB_BYTES = 400, 64, 128
+_PARAM_BYTES = 200   # a field of a layer's params read back (its dict entry, value, list)
+_TREE_EXPANSION = 4  # protobuf's message tree of a prototxt over the text's size (measured 3.8)
+
+
+def _budget(path, max_bytes):
+    return Budget(default_max_bytes(path) if max_bytes is None else max_bytes,
+                  lambda cause: CaffeFormatError(f"{path}: {cause}"))
+
+
+def _layer_bytes(name, bottom, top):
+    return _LAYER_BYTES + _NAME_BYTES * (1 + len(bottom) + len(top)) + len(name) + sum(
+        map(len, bottom)) + sum(map(len, top))
 
 
 def _binary_layers(path, data):
@@ -134,11 +160,13 @@ def _text_hint(data):
 
 
 def _layer_messages(path, net):
-    """(message, is_v1) for each layer; Caffe refuses files that mix both lists, so do we."""
+    """(message, is_v1) for each layer, one at a time (a list of them all held a Python object
+    per layer); Caffe refuses files that mix both lists, so do we."""
     if net.layer and net.layers:
         raise CaffeFormatError(f"{path}: the file has both `layer` and deprecated V1 `layers` "
                                "entries; Caffe accepts only one kind")
-    return [(layer, False) for layer in net.layer] + [(layer, True) for layer in net.layers]
+    yield from ((layer, False) for layer in net.layer)
+    yield from ((layer, True) for layer in net.layers)
 
 
 def _names(path, message, v1):
@@ -193,18 +221,25 @@ def _raw_values(path, layer, index, blob):
     return numpy.frombuffer(blob.raw_data, dtype).astype(dtype.newbyteorder("="))
 
 
-def read_prototxt(path):
+def read_prototxt(path, max_bytes=None):
     """The layers of a text .prototxt (current `layer { ... }` or V1 `layers { ... }`) as a
     list of PrototxtLayer(name, type, bottom, top, params), in file order. Fields this reader
     does not know (param { lr_mult }, fillers, data sources) are skipped.
 
     The file is checked to be text first, in pieces (UTF-8, no control characters but
     whitespace, no line over 16 MiB), then parsed line by line as it is read: a binary or
-    hostile file costs no more memory than a piece, and every message is capped."""
+    hostile file costs no more memory than a piece, and every message is capped.
+
+    max_bytes (default 8 times the file's size + 64 MiB): the most memory the layers read back
+    may take, each charged as it is made (a CaffeFormatError naming max_bytes past it), after
+    protobuf's parse of the whole text into its message tree, which is charged as 4 times the
+    file (what it took for many small layers; docs/caffe.md) but cannot be stopped midway."""
     net = messages()["NetParameter"]()         # first: says what to install without protobuf
     from google.protobuf import text_format
 
     _check_text(path)
+    budget = _budget(path, max_bytes)
+    budget.charge(_TREE_EXPANSION * os.path.getsize(path), "message tree")
     try:
         with open(path, encoding="utf-8") as file:
             text_format.ParseLines(file, net, allow_unknown_field=True,
@@ -214,8 +249,14 @@ def read_prototxt(path):
     except RecursionError:
         raise CaffeFormatError(f"{path}: blocks nested too deeply (more than {_MAX_NESTING} "
                                "levels of { }): not a Caffe network definition") from None
-    return [PrototxtLayer(*_names(path, message, v1), _params(message))
-            for message, v1 in _layer_messages(path, net)]
+    layers = []
+    for message, v1 in _layer_messages(path, net):
+        name, type_, bottom, top = _names(path, message, v1)
+        params = _params(message)
+        budget.charge(_layer_bytes(name, bottom, top) + _PARAM_BYTES * sum(
+            len(fields) for fields in params.values()), "layers")
+        layers.append(PrototxtLayer(name, type_, bottom, top, params))
+    return layers
 
 
 _MAX_NESTING = 100          # levels of { } a prototxt may nest (Caffe's use about 4)

@@ -55,7 +55,7 @@ def write(file, arrays, structure, flat):
         archive.writestr(MANIFEST, json.dumps(manifest, allow_nan=False))
         for name, array in arrays.items():
             with archive.open(name + ".npy", "w", force_zip64=True) as member:
-                npy.write_array(member, array, allow_pickle=False)
+                npy.write_array(member, numpy.asarray(array), allow_pickle=False)
 
 
 def read(path, max_bytes):

@@ -84,18 +84,18 @@ def write(file, arrays, structure, flat):
 
 
 def _write_aligned(file, archive, name, content):
-    """A stored record (bytes, or an array's little-endian elements) whose bytes start at a
-    multiple of 64 in the file (padding in the local header's extra field, as PyTorch pads), so
-    a reader can map storages in place."""
+    """A stored record (bytes, or an array's little-endian elements, read with numpy.asarray
+    only now: a tensor's copy) whose bytes start at a multiple of 64 in the file (padding in the
+    local header's extra field, as PyTorch pads), so a reader can map storages in place."""
     info = zipfile.ZipInfo(name, _DATE)
     start = file.tell() + 30 + len(name.encode()) + 4   # local header, name, extra header
     info.extra = b"FB" + struct.pack("<H", -start % _ALIGNMENT) + b"Z" * (-start % _ALIGNMENT)
-    info.file_size = content.nbytes if isinstance(content, numpy.ndarray) else len(content)
+    info.file_size = len(content) if isinstance(content, bytes) else content.nbytes
     with archive.open(info, "w") as record:
-        if not isinstance(content, numpy.ndarray):
+        if isinstance(content, bytes):
             record.write(content)
             return
-        flat = content.reshape(-1)
+        flat = numpy.asarray(content).reshape(-1)
         step = _CHUNK // flat.itemsize
         for begin in range(0, flat.size, step):
             chunk = flat[begin:begin + step].astype(flat.dtype.newbyteorder("<"), copy=False)

@@ -24,10 +24,11 @@ import functools
 import hashlib
 import json
 import os
+import sys
 
 import numpy
 
-from . import CheckpointError, check_shape, fail, unique_pairs
+from . import Budget, CheckpointError, check_shape, fail, unique_pairs
 
 EXTENSION = ".safetensors"
 TENSOR_DIGESTS = "minigrad.tensor_sha256"
@@ -94,24 +95,39 @@ def _compact(value, **options):
 
 
 def write(file, arrays, structure, flat):
-    arrays = {name: numpy.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")
-              for name, a in arrays.items()}
+    """The header goes first but holds every tensor's digest: it is written with placeholder
+    digests of the same length, then each array is read (numpy.asarray: a tensor is copied only
+    now, one at a time), hashed and written, and the header written again over the first."""
     tensors, offset = {}, 0
     for name, array in arrays.items():
         tensors[name] = (_code(array.dtype), array.shape, offset, offset + array.nbytes)
         offset += array.nbytes
-    metadata = {TENSOR_DIGESTS: json.dumps({name: _sha256(a) for name, a in arrays.items()})}
+    digests = dict.fromkeys(arrays, "0" * 64)   # SHA-256 in hex: 64 digits
+    header = _header(tensors, digests, structure, flat)
+    file.write(len(header).to_bytes(8, "little"))
+    file.write(header)
+    for name, array in arrays.items():
+        data = numpy.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")
+        digests[name] = _sha256(data)
+        file.write(data.reshape(-1).view(numpy.uint8))
+        del data   # before the next tensor's copy
+    final = _header(tensors, digests, structure, flat)
+    assert len(final) == len(header), "the digests changed the header's length"
+    file.seek(8)
+    file.write(final)
+
+
+def _header(tensors, digests, structure, flat):
+    """The header's JSON bytes, padded to a multiple of 8 (the tensors start 8-byte aligned, as
+    the spec asks)."""
+    metadata = {TENSOR_DIGESTS: json.dumps(digests)}
     if not flat:
         metadata[STRUCTURE] = json.dumps(structure, allow_nan=False)
     metadata[HEADER_DIGEST] = _header_digest(tensors, metadata)
     header = _compact({METADATA: metadata, **{
         name: {"dtype": code, "shape": list(shape), "data_offsets": [begin, end]}
         for name, (code, shape, begin, end) in tensors.items()}})
-    header += b" " * (-len(header) % 8)   # the tensors start 8-byte aligned, as the spec asks
-    file.write(len(header).to_bytes(8, "little"))
-    file.write(header)
-    for array in arrays.values():
-        file.write(array.reshape(-1).view(numpy.uint8))
+    return header + b" " * (-len(header) % 8)
 
 
 def read(path, max_bytes):
@@ -132,7 +148,9 @@ def read(path, max_bytes):
         if size - 8 - length > max_bytes:
             raise fail(path, EXTENSION, f"its tensors take {size - 8 - length} bytes, more than "
                                         f"max_bytes={max_bytes}")
-        header = _parse_header(path, file, length)
+        budget = Budget(max_bytes, lambda cause: fail(path, EXTENSION, cause))
+        budget.charge(size - 8 - length, "tensors")
+        header = _parse_header(path, file, length, budget)
         metadata = _metadata(path, header.pop(METADATA, {}))
         _layout(path, header, size - 8 - length)
         digests = _digests(path, header, metadata)
@@ -150,9 +168,9 @@ def read(path, max_bytes):
     return header, metadata.get(STRUCTURE)
 
 
-def _json(path, text, what):
+def _json(path, text, what, budget=None):
     try:
-        return json.loads(text, object_pairs_hook=_header_object(path))
+        return json.loads(text, object_pairs_hook=_header_object(path, budget))
     except CheckpointError:
         raise
     except (ValueError, RecursionError) as error:   # JSONDecodeError is a ValueError
@@ -163,24 +181,38 @@ _Entry = collections.namedtuple("_Entry", ["dtype", "shape", "data_offsets"])
 _ENTRY_KEYS = frozenset(_Entry._fields)
 
 
-def _header_object(path):
+# Bytes charged for what the header's JSON builds: each (key, value) pair the parser holds (a
+# tuple and its list slot), and for a tensor's entry its lists and what load makes of it (the
+# NumPy array, the Tensor, their places in the result): a million zero-size tensors took 10.3x
+# their file, past the budget of 8x + 64 MiB.
+_PAIR, _ENTRY_LOADED = 72, 500
+
+
+def _header_object(path, budget=None):
     """The object_pairs_hook of the header: a tensor's entry becomes an _Entry (a small tuple,
-    not a dict), any other object a dict; a key twice in one object is refused."""
+    not a dict), any other object a dict; a key twice in one object is refused. With a `budget`
+    each object is charged against it as it is built."""
     unique = unique_pairs(path, EXTENSION)
 
     def hook(pairs):
         if len(pairs) == 3 and {key for key, _ in pairs} == _ENTRY_KEYS:
-            return _Entry(**dict(pairs))
-        return unique(pairs)
+            built = _Entry(**dict(pairs))
+            cost = _ENTRY_LOADED
+        else:
+            built = unique(pairs)
+            cost = sys.getsizeof(built)
+        if budget is not None:
+            budget.charge(cost + _PAIR * len(pairs), "header's entries")
+        return built
     return hook
 
 
-def _parse_header(path, file, length):
+def _parse_header(path, file, length, budget):
     try:
         text = file.read(length).decode("utf-8")    # (the bytes are freed at once)
     except UnicodeDecodeError as error:
         raise fail(path, EXTENSION, f"garbage header: not UTF-8 text ({error})") from None
-    header = _json(path, text, "the header")
+    header = _json(path, text, "the header", budget)
     if not isinstance(header, dict):
         raise fail(path, EXTENSION, f"the header is a JSON {type(header).__name__}, not an "
                                     "object of tensors")

@@ -165,7 +165,8 @@ class DistributedDataParallel(Module):
         """Sum a gradient bucket over the ranks. The last bucket carries one more number, this
         rank's step modulo M (the largest power of two for which N ranks' sum is exact in the
         bucket's dtype): the sum is N times it only if every rank is at the same step; otherwise
-        some rank sees that (not every value equals the mean) and raises, naming its step."""
+        some rank sees that (not every value equals the mean) and ends the job, naming every
+        rank's step: an error the user could catch would leave the ranks out of step for good."""
         last, world = bucket is self._grad_buckets[-1], group.get_world_size()
         modulus = 2 ** max(0, numpy.finfo(bucket.flat.dtype).nmant + 1 - (world - 1).bit_length())
         step = group.where["step"] % modulus
@@ -173,7 +174,7 @@ class DistributedDataParallel(Module):
             bucket.flat[-1] = step
         group.allreduce_array(bucket.flat, "sum", self._owner)
         if last and bucket.flat[-1] != world * step:
-            raise RuntimeError(
+            group.out_of_step(
                 f"DistributedDataParallel: rank {group.get_rank()} is at step "
                 f"{group.where['step']}, but the {world} ranks' steps (mod {modulus}) add up to "
                 f"{bucket.flat[-1]:g}, not {world * step}: a rank skipped or repeated a step (a "
