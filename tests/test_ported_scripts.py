@@ -18,7 +18,6 @@ import re
 import textwrap
 
 import numpy as np
-import pytest
 import torch
 
 import minigrad as mg
@@ -1298,21 +1297,14 @@ def test_makemore_part3_batchnorm_matches_torch():
     twin.check("eval_losses")
 
 
-# The one change minigrad still needs (docs/coming-from-pytorch.md, "In-place changes on views
-# inside a graph"): in exercise 1 demb is in a graph, and minigrad cannot rebase dC's history
-# through the view dC[ix]; no gradient flows through this hand-computed gradient anyway.
-CHANGES_BEYOND_RENAMES = {
-    "makemore part 4": [("\n        dC[ix] += demb[k,j]\n", "\n        dC[ix] += demb[k,j].detach()\n")],
-}
+# Changes beyond the renames that scripts still need, by script (none at present).
+CHANGES_BEYOND_RENAMES = {}
 
 
 def test_makemore_part4_manual_backprop_matches_torch():
     """Every gradient by hand (exercise 1), the fused cross entropy and batch norm backward
     (exercises 2, 3) and the training loop without loss.backward() (exercise 4)."""
-    twin = Twin(MAKEMORE4, words=names())
-    with pytest.raises(RuntimeError, match=re.escape("dC[ix] += demb[k, j].detach()")):
-        twin.run_minigrad()
-    twin.run_minigrad(CHANGES_BEYOND_RENAMES["makemore part 4"])
+    twin = Twin(MAKEMORE4, words=names()).run_minigrad()
     for namespace in (twin.torch, twin.mg):
         assert len(namespace["comparisons"]) == 28
         assert all(app for _, app, _ in namespace["comparisons"]), namespace["comparisons"]
