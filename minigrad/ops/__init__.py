@@ -183,6 +183,7 @@ from .scatter import (
                          nonzero,
                          scatter,
                          scatter_add,
+                         select,
                          unbind,
 )
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose
