@@ -27,10 +27,7 @@ def rnn_relu_step(xi, state, w_hh, b_hh):
 
 
 def lstm_step(xi, state, w_hh, b_hh, w_hr=None):
-    h, c = state
-    i, f, g, o = ops.chunk(xi + F.linear(h, w_hh, b_hh), 4, dim=-1)
-    c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-    h = ops.sigmoid(o) * ops.tanh(c)
+    h, c = ops.lstm_step(xi, *state, w_hh, b_hh)   # one fused op where it can (ops/recurrent.py)
     return (h if w_hr is None else F.linear(h, w_hr)), c
 
 

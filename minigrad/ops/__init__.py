@@ -151,6 +151,7 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
+from .recurrent import LSTMStep, composed_lstm_step, lstm_step
 from .reduction import (
                          LogSumExp,
                          Max,
