@@ -6,6 +6,8 @@ fused op except where the composed one is needed: forward mode and vmap (the op 
 jvp nor a batching rule), autocast or mixed dtypes; and a gradient that must be differentiable
 again (create_graph) differentiates the composed step.
 """
+import functools
+
 from .. import autograd, forward_ad, grad_mode, vmap_levels
 from ..tensor import Tensor
 from .base import Op
@@ -30,9 +32,11 @@ def composed_lstm_step(xi, h, c, weight, bias=None):
     return sigmoid(o) * tanh(c), c
 
 
+@functools.lru_cache(maxsize=64)
 def _gate_scales(xp, hidden, dtype):
     """(scale, shift) over the 4H gate columns, blocks i, f, g, o: sigmoid(z) = tanh(z/2)/2 + 1/2
-    on i, f, o (which never overflows) and tanh(z) on g, so all four are tanh(z s) s + shift."""
+    on i, f, o (which never overflows) and tanh(z) on g, so all four are tanh(z s) s + shift.
+    (Made once per size: every step of every sequence reads them.)"""
     scale = xp.full(4 * hidden, 0.5, dtype=dtype)
     scale[2 * hidden:3 * hidden] = 1
     return scale, 0.5 * (scale == 0.5).astype(dtype)
