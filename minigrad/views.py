@@ -17,7 +17,7 @@ PyTorch:
 
 A view made with grad mode off or in inference mode keeps the place it was made with, and an
 in-place op that autograd would record on it is an error, as in PyTorch (`refusal`). (PyTorch
-also refuses the views of chunk, split and unbind; minigrad's are getitems, each rebased as any.)
+also refuses the pieces of chunk, split and unbind; minigrad rebases each as any view.)
 """
 from . import grad_mode
 from .tensor import Tensor
