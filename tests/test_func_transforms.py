@@ -234,9 +234,9 @@ def test_bad_input_names_the_function_and_sizes():
 
 # The ops without a batching rule (docs/vmap.md says why); a new op must add itself here or
 # get a rule. (compiled_call is mg.compile's node: under vmap a compiled function runs eagerly;
-# under vmap lstm_step runs its composed form.)
+# under vmap lstm_step and gru_step run their composed forms.)
 KNOWN_MISSING = ["all_gather", "all_reduce", "broadcast", "compiled_call", "conv2d_weight", "fold",
-                 "lstm_step", "sync_batch_norm", "sync_normalize", "unfold"]
+                 "gru_step", "lstm_step", "sync_batch_norm", "sync_normalize", "unfold"]
 
 
 def _all_ops(cls):

@@ -34,10 +34,10 @@ def _has_jvp(op):
 
 # The ops forward mode does not cover yet: floor_divide has no derivative at all (as in
 # PyTorch), the collectives of minigrad/distributed/ need a process group, and compiled_call is
-# mg.compile's node (in a dual level a compiled function runs eagerly; so does lstm_step's
-# composed form).
+# mg.compile's node (in a dual level a compiled function runs eagerly; lstm_step and gru_step
+# run their composed forms).
 WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "compiled_call", "floor_divide",
-               "lstm_step", "sync_batch_norm", "sync_normalize"]
+               "gru_step", "lstm_step", "sync_batch_norm", "sync_normalize"]
 
 ints = mg.tensor([[0, 2], [1, 0], [2, 3]])   # distinct in each row: scatter's writes all count
 

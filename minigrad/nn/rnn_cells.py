@@ -32,11 +32,7 @@ def lstm_step(xi, state, w_hh, b_hh, w_hr=None):
 
 
 def gru_step(xi, state, w_hh, b_hh):
-    (h,) = state
-    x_r, x_z, x_n = ops.chunk(xi, 3, dim=-1)
-    h_r, h_z, h_n = ops.chunk(F.linear(h, w_hh, b_hh), 3, dim=-1)
-    n = ops.tanh(x_n + ops.sigmoid(x_r + h_r) * h_n)
-    return (n + ops.sigmoid(x_z + h_z) * (h - n),)
+    return (ops.gru_step(xi, state[0], w_hh, b_hh),)   # one fused op where it can
 
 
 STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step,

@@ -151,7 +151,14 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
-from .recurrent import LSTMStep, composed_lstm_step, lstm_step
+from .recurrent import (
+                         GRUStep,
+                         LSTMStep,
+                         composed_gru_step,
+                         composed_lstm_step,
+                         gru_step,
+                         lstm_step,
+)
 from .reduction import (
                          LogSumExp,
                          Max,
