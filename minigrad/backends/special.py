@@ -69,10 +69,11 @@ def _float32_erf(x):
         t = flat * flat
         t *= numpy.float32(0.5)
         t -= numpy.float32(1)
-        f = numpy.full_like(flat, _CENTRAL[-1])
-        for coefficient in _CENTRAL[-2::-1]:
-            f *= t
+        f = t * _CENTRAL[-1]
+        for coefficient in _CENTRAL[-2:0:-1]:
             f += coefficient
+            f *= t
+        f += _CENTRAL[0]
         f *= flat
     outer = numpy.flatnonzero(numpy.abs(flat) >= 2)
     if outer.size:
