@@ -78,6 +78,7 @@ from .ops import (  # noqa: F401
     scatter,
     scatter_add,
     searchsorted,
+    select,
     sigmoid,
     sign,
     sin,

@@ -12,17 +12,21 @@ bumps its version counter (minigrad/version.py). With autograd:
   `x.grad_fn` is the in-place op, whose input is the old value ("rebasing" its history, as
   PyTorch does). Nodes recorded before keep the old value's place in the graph; those that
   saved the old value for backward find its version changed and raise.
-- minigrad cannot rebase a tensor that shares memory with a view inside a graph (PyTorch
-  rewrites the view's history as well); that is a clear error.
+- `x` a view (minigrad/views.py: `x[i]`, `x.T`, `x.reshape(...)`) recorded so: its base moves
+  to the new node instead, which writes the view's new value at the view's places (PyTorch's
+  CopySlices), and the view takes its new place from the base when next read. A view of a leaf
+  that requires grad, one made under no_grad and one of several views of one op (chunk) are
+  refused, as in PyTorch.
 
 Each write into an array goes through `tracing.run`, so that mg.compile records it.
 """
-from . import autograd, forward_ad, grad_mode, hooks, ops, random, tracing
+from . import autograd, forward_ad, grad_mode, hooks, ops, random, tracing, views
 from .ops._promotion import category
 from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
 from .tensor import Tensor, as_tensor
 from .version import bump_version, in_place
+from .views import View
 
 _ARITHMETIC = {"add_": ops.add, "sub_": ops.sub, "mul_": ops.mul, "div_": ops.div}
 _UFUNC = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
@@ -130,9 +134,9 @@ def apply(x, name, op, *args, **kwargs):
 
 def detach(x):
     """x cut from the graph in place (detach_): a leaf that does not require grad."""
-    if x._version_counter.has_views and x._node is not None:
-        raise RuntimeError(f"detach_: the tensor (shape {x.shape}) is a view made by an op; "
-                           "use detach() for a new tensor instead")
+    if type(x) is View:
+        raise RuntimeError(f"detach_: can't detach views in-place (the tensor of shape {x.shape} "
+                           "views another's memory); use detach() for a new tensor instead")
     x.requires_grad, x._node, x._index = False, None, 0
     return x
 
@@ -155,32 +159,11 @@ def _records(x, name, values):
             "do, or change a copy")
     if not (x.requires_grad or any(isinstance(v, Tensor) and v.requires_grad for v in values)):
         return False
-    if x._version_counter.has_views:
-        leaf = _viewed_leaf(x)
-        if leaf is not None:
-            raise RuntimeError(
-                f"{name}: a view of a leaf Variable that requires grad is being used in an "
-                f"in-place operation (a view of shape {x.shape} of a leaf of shape {leaf.shape}). "
-                "Change the leaf under `with mg.no_grad():`, or change a copy")
-        raise RuntimeError(
-            f"{name}: the tensor (shape {x.shape}) shares its memory with another tensor in a "
-            "graph (a view such as x[i], x.reshape(...) or x.T, or the tensor it was taken "
-            "from), and minigrad cannot rebase the history of both, as PyTorch does. If no "
-            "gradient has to flow through this change (a gradient computed by hand, as in "
-            "`dC[ix] += demb[k, j]`), make it under `with mg.no_grad():`, or detach the value "
-            "(`dC[ix] += demb[k, j].detach()`); otherwise compute the new value out of place "
-            "with ops (y = y + 1, mg.where, mg.cat)")
+    if type(x) is View:
+        refused = views.refusal(x, name)
+        if refused is not None:
+            raise RuntimeError(refused)
     return True
-
-
-def _viewed_leaf(x):
-    """The leaf that requires grad whose memory `x` views, found back through the ops that made
-    the view (they share its version counter), or None."""
-    t = x
-    while t is not None and t._node is not None:
-        t = next((i for i in t._node.inputs
-                  if i is not None and i._version_counter is x._version_counter), None)
-    return t if t is not None and t is not x and t.requires_grad else None
 
 
 def _old_value(x):
@@ -191,12 +174,28 @@ def _old_value(x):
 
 
 def _rebase(x, new):
-    """x takes new's value (into x's own memory) and new's place in the graph."""
+    """x takes new's value (into x's own memory) and new's place in the graph. A view's base
+    does that instead, with `new` at the view's places (x follows when next read: views.py)."""
+    if type(x) is View:
+        _writable(x, "in-place")   # (refuses a broadcast view)
+        _rebase(x._base, _copy_slices(x, new))
+        return
     tracing.run(put, _writable(x, "in-place"), Ellipsis, new.array)
     retained = hooks.forget_retained(x)
     x.requires_grad, x._node, x._index = new.requires_grad, new._node, new._index
     if retained:   # retain_grad follows the tensor to its new version, as in PyTorch
         hooks.retain_grad(x)
+
+
+def _copy_slices(view, new):
+    """The value of `view`'s base with `new` written where the view lies, recorded as an index
+    put into the base (PyTorch's CopySlices): the base's gradient there goes to `new`, the rest
+    to the base's old value (an alias: `base` itself moves to the new node)."""
+    base = view._base
+    if base.ndim == 0:   # the view is all of it
+        return ops.reshape(new, ())
+    places = base.backend.xp.unravel_index(views.positions(view), base.shape)
+    return IndexPut.apply(base._alias(), new, index=places, gathers=True)
 
 
 def _writable(x, name):

@@ -194,10 +194,12 @@ class Tensor:
     `_` (minigrad/inplace.py).
     """
 
-    # _stand_in is set only on the data-free stand-ins of _without_data (unset elsewhere)
+    # _stand_in is set only on the data-free stand-ins of _without_data, _view only on views
+    # (minigrad/views.py); both are unset elsewhere
     __slots__ = ("array", "requires_grad", "_grad", "_node", "_index", "_backend",
-                 "_version_counter", "_stand_in", "__weakref__")
+                 "_version_counter", "_stand_in", "_view", "__weakref__")
     __array_ufunc__ = None  # `ndarray + tensor` defers to Tensor.__radd__
+    _base = None   # as in PyTorch: the tensor whose memory a view views (a View's property)
 
     def __init__(self, *args, device=None):
         """PyTorch's legacy constructor (see `legacy_tensor`): `Tensor(2, 3)`, `Tensor()`,
@@ -354,6 +356,9 @@ class Tensor:
                                    "tensor outside inference_mode is not allowed; clone it")
         self.requires_grad = bool(requires_grad)
         return self
+
+    def _is_view(self):
+        return self._base is not None
 
     def is_inference(self):
         """Whether this tensor was made in inference mode (minigrad/grad_mode.py)."""

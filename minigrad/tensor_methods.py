@@ -273,6 +273,7 @@ class TensorMethods:
         return self.transpose() if self.ndim == 2 else self
 
     def narrow(self, dim, start, length): return ops.narrow(self, dim, start, length)
+    def select(self, dim, index): return ops.select(self, dim, index)
     def unbind(self, dim=0): return ops.unbind(self, dim)
     def nelement(self): return self.numel()
 

@@ -31,9 +31,9 @@ def in_place(function):
 
 class VersionCounter:
     """How many times the memory of a tensor (and of the tensors sharing it) was changed in
-    place. `has_views` marks memory that some op's output views: minigrad cannot move the
-    history of such a tensor to an in-place op (see minigrad/inplace.py); `inference` marks the
-    memory of inference tensors."""
+    place. `has_views` marks memory that some op's output views (minigrad/views.py; a custom
+    Function's ctx.mark_dirty refuses such a tensor); `inference` marks the memory of
+    inference tensors."""
 
     __slots__ = ("value", "has_views", "inference")
 

@@ -184,13 +184,13 @@ def test_hooks_see_tensors_and_give_the_same_gradients():
 
 
 class Seen(Twice):
-    """2a, noting the type of the gradient its backward gets."""
+    """2a, noting whether the gradient its backward gets is a tensor (or an array)."""
 
     types = []
 
     @staticmethod
     def backward(ctx, g):
-        Seen.types.append(type(g))
+        Seen.types.append(isinstance(g, mg.Tensor))
         return g * 2
 
 
@@ -212,7 +212,7 @@ def test_the_walk_is_back_on_arrays_once_no_hook_is_live():
             handle.remove()
     del y   # the retained value's graph goes
     Seen.apply(x).sum().backward()
-    assert Seen.types == [mg.Tensor] * 4 + [np.ndarray] * 2
+    assert Seen.types == [True] * 4 + [False] * 2
 
 
 def test_a_leaf_reached_twice_sums_its_gradients_on_arrays():

@@ -544,25 +544,3 @@ def test_the_gradient_of_a_norm_at_zero_is_zero(p):
     assert mg.gradcheck(lambda v: v.norm(p, dim=1), (x,))
 
 
-def test_makemore_manual_backprop_into_an_indexed_view():
-    """makemore part 4: `dC[ix] += demb[k, j]` with demb in a graph. minigrad cannot rebase a
-    view's base as PyTorch does; its error says to do it under no_grad, and that works."""
-    rng = np.random.default_rng(0)
-    C, idx = rng.standard_normal((27, 10)), rng.integers(0, 27, (8, 3))
-    results = []
-    for lib in (mg, torch):
-        table = lib.tensor(C, requires_grad=True)
-        Xb = lib.tensor(idx)
-        demb = table[Xb] * 2                     # requires grad, as in the notebook
-        dC = lib.zeros_like(table)
-        if lib is mg:
-            with pytest.raises(RuntimeError, match="under `with mg.no_grad\\(\\):`"):
-                dC[Xb[0, 0]] += demb[0, 0]
-            dC = lib.zeros_like(table)
-        with lib.no_grad():
-            for k in range(Xb.shape[0]):
-                for j in range(Xb.shape[1]):
-                    ix = Xb[k, j]
-                    dC[ix] += demb[k, j]
-        results.append(dC)
-    same(*results)

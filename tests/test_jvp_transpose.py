@@ -35,9 +35,10 @@ def _has_jvp(op):
 # The ops forward mode does not cover: compare and class_targets give constants (no tangent
 # to carry), floor_divide has no derivative at all (as in PyTorch), the collectives of
 # minigrad/distributed/ need a process group, and compiled_call is mg.compile's node (in a dual
-# level a compiled function runs eagerly).
+# level a compiled function runs eagerly; lstm_step and gru_step run their composed forms).
 WITHOUT_JVP = ["all_gather", "all_reduce", "broadcast", "class_targets", "compare",
-               "compiled_call", "floor_divide", "sync_batch_norm", "sync_normalize"]
+               "compiled_call", "floor_divide", "gru_step", "lstm_step", "sync_batch_norm",
+               "sync_normalize"]
 
 ints = mg.tensor([[0, 2], [1, 0], [2, 3]])   # distinct in each row: scatter's writes all count
 
@@ -87,6 +88,8 @@ CASES = {
                                                          axis2=1), [(3,)], None),
     "join": (lambda a, b: mg.cat([a, b]) + mg.stack([a, b]).sum(0).repeat(2, 1)
              + mg.ops.pad(mg.cat([a, a]), ((0, 0), (0, 0)), 1.0), [(3, 4), (3, 4)], None),
+    "split": (lambda a: mg.cat(a.split([1, 3], 1)[::-1], 1) + mg.cat([a.chunk(2, 1)[1]] * 2, 1),
+              [(3, 4)], None),
     "pad": (lambda a: mg.ops.pad(a, ((1, 0), (0, 2)), 3.0), [(3, 4)], None),
     "linalg": (lambda a, b, w, bias: (a @ b).sum(0) + F.linear(a, w, bias).sum(0)
                + mg.einsum("ij,jk->k", a, b), [(3, 4), (4, 5), (5, 4), (5,)], None),

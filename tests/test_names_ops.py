@@ -54,6 +54,7 @@ DIFFERENTIABLE = {   # name -> (minigrad f(*xs), torch f(*xs), inputs)
     "masked_select": (lambda x: x.masked_select(mg.tensor(MASK)),
                       lambda x: x.masked_select(torch.tensor(MASK)), [X]),
     "narrow": (lambda x: x.narrow(2, -3, 2), lambda x: x.narrow(2, -3, 2), [X]),
+    "select": (lambda x: mg.select(x, 1, -1), lambda x: torch.select(x, 1, -1), [X]),
     "unbind": (lambda x: mg.stack(x.unbind(1)[::-1], 0),
                lambda x: torch.stack(x.unbind(1)[::-1], 0), [X]),
     "mT": (lambda x: x.mT, lambda x: x.mT, [X]),
@@ -228,6 +229,8 @@ BAD = {   # name -> (minigrad call, torch call); both must raise the same error 
                        lambda: torch.tensor([1.0, 2.0]).narrow(3, 0, 1)),
     "narrow_bad_start": (lambda: mg.tensor([1.0, 2.0]).narrow(0, 5, 0),
                          lambda: torch.tensor([1.0, 2.0]).narrow(0, 5, 0)),
+    "select_out_of_range": (lambda: mg.ones(2, 3).select(0, 2),
+                            lambda: torch.ones(2, 3).select(0, 2)),
     "unbind_0d": (lambda: mg.tensor(1.0).unbind(), lambda: torch.tensor(1.0).unbind()),
     "mT_vector": (lambda: mg.tensor([1.0]).mT, lambda: torch.tensor([1.0]).mT),
     "histc_int": (lambda: mg.histc(mg.tensor([1, 2]), 3), lambda: torch.histc(

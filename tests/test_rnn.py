@@ -113,6 +113,70 @@ def test_gradcheck_and_second_order(name):
     check_vjp_derivatives(lambda t: layer(t)[0], [x.detach().numpy()])   # double backward
 
 
+def test_the_fused_lstm_step_is_the_composed_one():
+    """ops.lstm_step (one node) against its composed form and torch's LSTMCell: values, every
+    input's gradient (also with only h' or only c' used), gradcheck and second order."""
+    r = rng(7)
+    xi, h, c, w, b = leaves(*[r.standard_normal(s) for s in [(3, 8), (3, 2), (3, 2), (8, 2),
+                                                             (8,)]])
+    fused = mg.ops.lstm_step(xi, h, c, w, b)
+    assert fused[0].grad_fn.name == "lstm_step"
+    cell = torch.nn.LSTMCell(8, 2, dtype=torch.float64)   # W_ih = I, b_ih = 0: its xi is x
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.eye(8, dtype=torch.float64))
+        cell.bias_ih.zero_()
+        cell.weight_hh.copy_(torch.tensor(w.detach().numpy()))
+        cell.bias_hh.copy_(torch.tensor(b.detach().numpy()))
+    theirs = [torch.tensor(t.detach().numpy(), requires_grad=True) for t in (xi, h, c)]
+    expected = cell(theirs[0], (theirs[1], theirs[2]))
+    for ours, want in zip(fused, expected, strict=True):
+        np.testing.assert_allclose(ours.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+    (expected[0].sum() * 2 + expected[1].sum() * 3).backward()
+    ours = mg.autograd.grad(fused[0].sum() * 2 + fused[1].sum() * 3, [xi, h, c])
+    for mine, want in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(mine.numpy(), want.grad.numpy(), rtol=1e-12, atol=1e-14)
+    for used in ([0], [1], [0, 1]):
+        grads = []
+        for step in (mg.ops.lstm_step, mg.ops.composed_lstm_step):
+            out = step(xi, h, c, w, b)
+            grads.append(mg.autograd.grad(sum((out[k] * (k + 2)).sum() for k in used),
+                                          [xi, h, c, w, b]))
+        for ours, composed in zip(*grads, strict=True):
+            np.testing.assert_allclose(ours.numpy(), composed.numpy(), rtol=1e-12, atol=1e-14)
+    assert mg.gradcheck(mg.ops.lstm_step, (xi, h, c, w, b))
+    assert mg.gradgradcheck(mg.ops.lstm_step, (xi, h, c, w, b))
+    assert mg.gradcheck(lambda *t: mg.ops.lstm_step(*t, None), (xi, h, c, w))
+
+
+def test_the_fused_gru_step_is_the_composed_one():
+    """ops.gru_step (one node) against its composed form and torch's GRUCell: values, every
+    input's gradient, gradcheck and second order."""
+    r = rng(8)
+    xi, h, w, b = leaves(*[r.standard_normal(s) for s in [(3, 6), (3, 2), (6, 2), (6,)]])
+    fused = mg.ops.gru_step(xi, h, w, b)
+    assert fused.grad_fn.name == "gru_step"
+    cell = torch.nn.GRUCell(6, 2, dtype=torch.float64)   # W_ih = I, b_ih = 0: its xi is x
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.eye(6, dtype=torch.float64))
+        cell.bias_ih.zero_()
+        cell.weight_hh.copy_(torch.tensor(w.detach().numpy()))
+        cell.bias_hh.copy_(torch.tensor(b.detach().numpy()))
+    theirs = [torch.tensor(t.detach().numpy(), requires_grad=True) for t in (xi, h)]
+    expected = cell(*theirs)
+    np.testing.assert_allclose(fused.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
+    (expected * expected).sum().backward()
+    ours = mg.autograd.grad((fused * fused).sum(), [xi, h])
+    for mine, want in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(mine.numpy(), want.grad.numpy(), rtol=1e-12, atol=1e-14)
+    grads = [mg.autograd.grad((step(xi, h, w, b) * 3).sum(), [xi, h, w, b])
+             for step in (mg.ops.gru_step, mg.ops.composed_gru_step)]
+    for mine, composed in zip(*grads, strict=True):
+        np.testing.assert_allclose(mine.numpy(), composed.numpy(), rtol=1e-12, atol=1e-14)
+    assert mg.gradcheck(mg.ops.gru_step, (xi, h, w, b))
+    assert mg.gradgradcheck(mg.ops.gru_step, (xi, h, w, b))
+    assert mg.gradcheck(lambda *t: mg.ops.gru_step(*t, None), (xi, h, w))
+
+
 def test_dropout_between_layers_and_initialisation():
     layer = mg.nn.LSTM(IN, HID, num_layers=2, dropout=1.0)
     x = mg.tensor(X.astype(np.float32))

@@ -10,6 +10,11 @@ array NumPy operations (a Python call per element, math.erf, cost most of a smal
     to within 2e-15 and 3 units in the last place of the C library's (tests/test_activations.py).
 
 Dividing by a first keeps the relative accuracy for tiny x, where erf(x) ~ 2x / sqrt(pi).
+
+In float32 (and float16, computed in float32) the values with |x| < 2, nearly all of a layer's
+activations, take a faster road: one polynomial in x^2 on all of [0, 4) (degree 9: within 2
+units in the last place), whole-array steps without the per-interval gathers; the rest go
+through the intervals above.
 """
 import math
 
@@ -34,11 +39,50 @@ _TABLES = {numpy.dtype(numpy.float64): _interpolants(16, numpy.float64),
            numpy.dtype(numpy.float32): _interpolants(7, numpy.float32)}
 
 
+def _central_polynomial(degree, dtype):
+    """Coefficients (t^0 first) of erf(x)/x as a polynomial in t = x^2 / 2 - 1 over |x| < 2:
+    the interpolant at the Chebyshev nodes, from math.erf."""
+    nodes = numpy.cos(numpy.pi * (numpy.arange(degree + 1) + 0.5) / (degree + 1))
+    roots = numpy.sqrt(2 * (nodes + 1))
+    chebyshev = numpy.polynomial.chebyshev.chebfit(
+        nodes, [math.erf(r) / r for r in roots], degree)
+    return numpy.polynomial.chebyshev.cheb2poly(chebyshev).astype(dtype)
+
+
+_CENTRAL = _central_polynomial(9, numpy.float32)
+
+
 def numpy_erf(x):
     """erf(x) elementwise for a floating NumPy array, in x's dtype (float16 through float32)."""
     table = _TABLES.get(x.dtype)
     if table is None:
         return numpy_erf(x.astype(numpy.float32)).astype(x.dtype)
+    if x.dtype == numpy.float32 and x.size:
+        return _float32_erf(x)
+    return _erf_by_intervals(x, table)
+
+
+def _float32_erf(x):
+    """erf on float32: the central polynomial, then the intervals where |x| >= 2 (or inf)."""
+    flat = x.reshape(-1)
+    with numpy.errstate(over="ignore", invalid="ignore"):   # (those values are replaced)
+        t = flat * flat
+        t *= numpy.float32(0.5)
+        t -= numpy.float32(1)
+        f = t * _CENTRAL[-1]
+        for coefficient in _CENTRAL[-2:0:-1]:
+            f += coefficient
+            f *= t
+        f += _CENTRAL[0]
+        f *= flat
+    outer = numpy.flatnonzero(numpy.abs(flat) >= 2)
+    if outer.size:
+        f[outer] = _erf_by_intervals(flat[outer], _TABLES[flat.dtype])
+    return f.reshape(x.shape)
+
+
+def _erf_by_intervals(x, table):
+    """erf by the Chebyshev interpolants on the intervals of width 0.5 (see above)."""
     flat = x.reshape(-1)   # 1-D, so that every step below stays an array
     a = numpy.abs(flat)
     # fmin: a NaN takes the last interval, and stays NaN through a and t

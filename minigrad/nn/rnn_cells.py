@@ -27,19 +27,12 @@ def rnn_relu_step(xi, state, w_hh, b_hh):
 
 
 def lstm_step(xi, state, w_hh, b_hh, w_hr=None):
-    h, c = state
-    i, f, g, o = ops.chunk(xi + F.linear(h, w_hh, b_hh), 4, dim=-1)
-    c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-    h = ops.sigmoid(o) * ops.tanh(c)
+    h, c = ops.lstm_step(xi, *state, w_hh, b_hh)   # one fused op where it can (ops/recurrent.py)
     return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
 def gru_step(xi, state, w_hh, b_hh):
-    (h,) = state
-    x_r, x_z, x_n = ops.chunk(xi, 3, dim=-1)
-    h_r, h_z, h_n = ops.chunk(F.linear(h, w_hh, b_hh), 3, dim=-1)
-    n = ops.tanh(x_n + ops.sigmoid(x_r + h_r) * h_n)
-    return (n + ops.sigmoid(x_z + h_z) * (h - n),)
+    return (ops.gru_step(xi, state[0], w_hh, b_hh),)   # one fused op where it can
 
 
 STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step,

@@ -101,6 +101,13 @@ def _axis(onnx_op):
     return convert
 
 
+def split(graph, call):
+    """One Split node, one output per piece (axis and sizes as minigrad's Split got them)."""
+    sizes = list(call.attrs["sizes"])
+    outputs = [graph.fresh("split") for _ in sizes]
+    return graph.add("Split", [call.ins[0], graph.ints(sizes)], outputs, axis=call.attrs["axis"])
+
+
 def stack(graph, call):
     axis = call.attrs.get("axis", 0) % (call.node.inputs[0].ndim + 1)
     rows = [graph.add("Unsqueeze", [name, graph.ints([axis])])[0] for name in call.ins]
@@ -296,7 +303,7 @@ CONVERTERS = {
     "elu": lambda graph, call: graph.add("Elu", [call.ins[0]], alpha=float(call.attrs["alpha"])),
     "silu": silu, "gelu": gelu, "hardtanh": hardtanh, "clamp": clamp, "pow": power,
     "softmax": _axis("Softmax"), "log_softmax": _axis("LogSoftmax"),
-    "concatenate": _axis("Concat"), "stack": stack,
+    "concatenate": _axis("Concat"), "stack": stack, "split": split,
     "max_pool2d": _pool("MaxPool", lambda a: {"dilations": list(a.get("dilation", (1, 1)))}),
     "avg_pool2d": _pool("AveragePool", lambda a: {
         "count_include_pad": int(a.get("count_include_pad", True))}),

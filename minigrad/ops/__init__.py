@@ -163,6 +163,14 @@ from .rearrange import (
                          triu,
                          unsqueeze,
 )
+from .recurrent import (
+                         GRUStep,
+                         LSTMStep,
+                         composed_gru_step,
+                         composed_lstm_step,
+                         gru_step,
+                         lstm_step,
+)
 from .reduction import (
                          LogSumExp,
                          Max,
@@ -195,6 +203,7 @@ from .scatter import (
                          nonzero,
                          scatter,
                          scatter_add,
+                         select,
                          unbind,
 )
 from .shape import BroadcastTo, Reshape, Transpose, broadcast_to, permute, reshape, transpose

@@ -6,7 +6,9 @@ selected with `where`, so an input on the unselected side gets exactly 0, as in 
 """
 import math
 
+from .. import autograd
 from ..shapes import dim_keywords, normalize_axes
+from ..tensor import Tensor
 from ._promotion import require_floating
 from .base import Op
 from .elementwise import where
@@ -220,21 +222,31 @@ class Gelu(Op):
         if approximate == "tanh":
             u = (x + x * x * x * x.dtype.type(_GELU_CUBIC)) * x.dtype.type(_SQRT_2_OVER_PI)
             return x * (ctx.xp.tanh(u) + 1) * x.dtype.type(0.5)
-        return x * (ctx.backend.kernel("erf")(x * x.dtype.type(_SQRT_HALF)) + 1) \
-            * x.dtype.type(0.5)
+        ctx.cdf = ctx.backend.kernel("erf")(x * x.dtype.type(_SQRT_HALF))
+        ctx.cdf += 1
+        ctx.cdf *= x.dtype.type(0.5)   # kept: a plain backward reads Phi(x) without a second erf
+        return x * ctx.cdf
 
     @staticmethod
     def backward(ctx, g):
+        return Gelu._derivative(ctx, g, plain=not autograd.is_grad_enabled())
+
+    @staticmethod
+    def jvp(ctx, dx):   # a diagonal Jacobian is its own transpose
+        return Gelu._derivative(ctx, dx, plain=False)
+
+    @staticmethod
+    def _derivative(ctx, g, plain):
+        """g times the derivative; `plain` (nothing recorded): with forward's Phi(x)."""
         (x,) = ctx.saved
         if ctx.approximate == "tanh":
             t = ((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI).tanh()
             du = (1.0 + x * x * (3 * _GELU_CUBIC)) * _SQRT_2_OVER_PI
             return g * ((1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * du)
-        cdf = (erf(x * _SQRT_HALF) + 1.0) * 0.5
+        cdf = (Tensor.from_array(ctx.cdf, ctx.backend) if plain
+               else (erf(x * _SQRT_HALF) + 1.0) * 0.5)
         pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
         return g * (cdf + x * pdf)
-
-    jvp = backward   # a diagonal Jacobian is its own transpose
 
 
 def gelu(x, approximate="none"):

@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, forward_ad, grad_mode, tracing, version, vmap_levels
+from .. import autograd, forward_ad, grad_mode, tracing, version, views, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
 from ..tensor import Tensor
 from ._promotion import lift
@@ -129,8 +129,8 @@ class Op:
         None stands for an absent optional input: forward receives None, it needs no gradient
         and backward returns None for it. Outputs that are not floating point, or that forward
         marked non-differentiable, are constants. forward gets read-only views of the input
-        arrays (on the CPU), and an output that views an input's memory shares its version
-        counter. This runs for every op, so it is written as plain loops with few calls.
+        arrays (on the CPU), and an output that views an input's memory is a View sharing its
+        version counter (views.py). This runs for every op, so it is written as plain loops.
         """
         if vmap_levels.state.dispatch is not None:   # inside vmap: a batched call takes its rule
             result = vmap_levels.state.dispatch(cls, inputs, attrs)
@@ -146,19 +146,16 @@ class Op:
         is_tuple = type(result) is tuple
         dual = forward_ad._state.levels   # forward mode: a dual level is open (forward_ad.py)
         if not recording and not is_tuple and not dual:   # the most common call: no loops
-            return _constant(_backend_array(result, backend, cls), backend, inputs)
+            out = _backend_array(result, backend, cls)
+            t = _constant(out, backend, inputs)
+            return t if out.base is None else views.mark(t, cls, inputs, attrs, None)
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)
-        if not recording:
-            wrapped = tuple([_constant(out, backend, inputs) for out in outputs])
-        else:
-            node = autograd.Node(cls, ctx, inputs, arrays, outputs)
-            wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                             else _constant(out, backend, inputs, node.output_counters[i])
-                             for i, out in enumerate(outputs)])
-            tape = autograd.active_tape()
-            if tape is not None:
-                tape.append(node, wrapped, attrs)
+        wrapped = (_recorded(cls, ctx, inputs, arrays, outputs, attrs) if recording
+                   else tuple([_constant(out, backend, inputs) for out in outputs]))
+        for i, out in enumerate(outputs):   # an output that views an input is a View of it
+            if out.base is not None:
+                views.mark(wrapped[i], cls, inputs, attrs, i if is_tuple else None)
         if dual:
             forward_ad.push_tangents(cls, ctx, inputs, arrays, wrapped, attrs)
         return wrapped if is_tuple else wrapped[0]
@@ -234,6 +231,18 @@ def _read_only(array):
     view = array.view()
     view.setflags(write=False)
     return view
+
+
+def _recorded(op, ctx, inputs, arrays, outputs, attrs):
+    """The outputs of a call that autograd records: its Node, on the active tape if any."""
+    node = autograd.Node(op, ctx, inputs, arrays, outputs)
+    wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
+                     else _constant(out, ctx.backend, inputs, node.output_counters[i])
+                     for i, out in enumerate(outputs)])
+    tape = autograd.active_tape()
+    if tape is not None:
+        tape.append(node, wrapped, attrs)
+    return wrapped
 
 
 def _constant(array, backend, inputs, counter=None):

@@ -112,17 +112,17 @@ class Linear(Op):
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         ctx.save(x, weight)
-        y = ctx.xp.matmul(x, weight.T)
+        y = _rows(x) @ weight.T   # one matrix product (NumPy loops over a stack of them)
         if bias is not None:
             y += bias
-        return y
+        return y if x.ndim == 2 else y.reshape(x.shape[:-1] + y.shape[-1:])
 
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved
         needs_x, needs_weight, needs_bias = ctx.needs_input_grad
         g_rows = _rows(g)
-        dx = g @ weight if needs_x else None
+        dx = (g_rows @ weight).reshape(x.shape) if needs_x else None
         dweight = g_rows.swapaxes(0, 1) @ _rows(x) if needs_weight else None
         dbias = g_rows.sum(axis=0) if needs_bias else None
         return dx, dweight, dbias

@@ -1,12 +1,12 @@
-"""Rearranging primitives beyond reshape and permute: flip, roll, diagonal, clone, and the
-compositions built on them and on reshape, broadcast and getitem (tril/triu, repeat, tile,
-squeeze, unsqueeze, split, chunk). Every output element is a copy of an input element, so each
-backward moves the gradient back the way it came."""
+"""Rearranging primitives beyond reshape and permute: flip, roll, diagonal, clone, split (and
+chunk: its pieces are one node), and the compositions built on them and on reshape and
+broadcast (tril/triu, repeat, tile, squeeze, unsqueeze). Every output element is a copy of an
+input element, so each backward moves the gradient back the way it came."""
 from ..shapes import AxisError, as_int, normalize_axes
 from .base import Op
 from .elementwise import where
 from .errors import ShapeError
-from .indexing import getitem
+from .join import Concatenate
 from .shape import broadcast_to, reshape
 from .tangents import linear
 
@@ -216,7 +216,7 @@ def unsqueeze(x, dim):
 
 def split(x, split_size_or_sections, dim=0):
     """x cut along `dim` into pieces of `split_size_or_sections` (the last may be shorter), or
-    into pieces of the listed lengths; a tuple of views (getitem)."""
+    into pieces of the listed lengths; a tuple of views (Split)."""
     axis = normalize_axes("split", dim, x.ndim)[0]
     length = x.shape[axis]
     if isinstance(split_size_or_sections, int):
@@ -229,11 +229,33 @@ def split(x, split_size_or_sections, dim=0):
         if sum(sizes) != length:
             raise ShapeError(f"split: sections {sizes} sum to {sum(sizes)}, but axis {axis} of "
                              f"the tensor of shape {x.shape} has length {length}")
-    pieces, start = [], 0
-    for size in sizes:
-        pieces.append(getitem(x, (slice(None),) * axis + (slice(start, start + size),)))
-        start += size
-    return tuple(pieces)
+    return Split.apply(x, axis=axis, sizes=tuple(sizes))
+
+
+class Split(Op):
+    """x cut along `axis` into views of the given `sizes`;  dx = the pieces' gradients
+    concatenated (zeros for a piece that got none): one node however many pieces, so a time
+    loop over the pieces sends back one gradient array, not one full-size array per piece.
+    jvp: dy = dx cut the same way."""
+    batching = "axes"
+
+    @staticmethod
+    def forward(ctx, x, axis, sizes):
+        ctx.axis, ctx.sizes, ctx.shape = axis, sizes, x.shape
+        lead, starts = (slice(None),) * axis, [sum(sizes[:k]) for k in range(len(sizes))]
+        return tuple([x[lead + (slice(a, a + n),)] for a, n in zip(starts, sizes, strict=True)])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        shape = list(ctx.shape)
+        like = next(g for g in grads if g is not None)
+        pieces = []
+        for g, n in zip(grads, ctx.sizes, strict=True):
+            shape[ctx.axis] = n
+            pieces.append(g if g is not None else like.new_zeros(tuple(shape)))
+        return Concatenate.apply(*pieces, axis=ctx.axis)
+
+    jvp = staticmethod(linear)
 
 
 def chunk(x, chunks, dim=0):

@@ -205,6 +205,18 @@ def narrow(x, dim, start, length):
                          gathers=False)
 
 
+def select(x, dim, index):
+    """x[..., index, ...] along `dim`, that axis gone (a view); index may be negative."""
+    if x.ndim == 0:
+        raise IndexError("select(): cannot be applied to a 0-dim tensor")
+    axis = normalize_axis("select", dim, x.shape)
+    size, index = x.shape[axis], int(index)
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(x.shape)} at dimension {axis}")
+    return GetItem.apply(x, index=(slice(None),) * axis + (index % size,), gathers=False)
+
+
 def unbind(x, dim=0):
     """The slices of x along `dim`, as a tuple (each a view without that axis)."""
     if x.ndim == 0:
