@@ -2,6 +2,7 @@
 bits, step after step; guards trace again where a call differs; what cannot be replayed runs
 eagerly with a warning."""
 
+import gc
 import warnings
 
 import numpy as np
@@ -10,6 +11,15 @@ import pytest
 import minigrad as mg
 from minigrad import nn
 from minigrad.nn import functional as F
+
+
+@pytest.fixture(autouse=True)
+def _no_hook_left_alive():
+    """A tensor with retain_grad (or a hook) that an earlier test left in an uncollected cycle
+    still counts as watching every backward (hooks.watching), and a compiled step whose walk
+    may be watched runs eagerly by design: collect such leftovers first."""
+    gc.collect()
+
 
 rng = np.random.default_rng(0)
 BATCHES = [(rng.integers(0, 27, (32, 3)), rng.integers(0, 27, 32)) for _ in range(8)]
