@@ -93,15 +93,33 @@ def unbroadcast(grad, shape):
     Broadcasting prepends axes and stretches axes of length 1; the gradient of a stretched
     input is the sum over the stretched copies: d/dx sum_j f(x) = sum_j f'(x).
     """
-    if grad.shape == tuple(shape):
-        return grad
-    lead = grad.ndim - len(shape)
-    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
-    if stretched:   # summed keeping their length-1 axes
-        grad = grad.sum(axis=stretched, keepdims=True)
-    if lead:        # summed away: what is left has `shape`
-        grad = grad.sum(axis=tuple(range(lead)))
-    return grad if grad.shape == tuple(shape) else grad.reshape(shape)
+    return grad if grad.shape == tuple(shape) else unbroadcaster(grad.shape, shape)(grad)
+
+
+def unbroadcaster(grad_shape, shape):
+    """`unbroadcast` for a gradient of shape `grad_shape`, its axes worked out once: a function
+    of the gradient (the gradient itself when the shapes are equal). A replayed program
+    (mg.compile) calls it on every step."""
+    shape = tuple(shape)
+    if tuple(grad_shape) == shape:
+        return _same
+    lead = len(grad_shape) - len(shape)
+    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad_shape[lead + i] != 1)
+    leading = tuple(range(lead))
+    kept = tuple(1 if i in stretched else n for i, n in enumerate(grad_shape))
+    reshape = (kept[lead:] if lead > 0 else kept) != shape
+
+    def unbroadcast_grad(grad):
+        if stretched:   # summed keeping their length-1 axes
+            grad = grad.sum(axis=stretched, keepdims=True)
+        if lead:        # summed away: what is left has `shape`
+            grad = grad.sum(axis=leading)
+        return grad.reshape(shape) if reshape else grad
+    return unbroadcast_grad
+
+
+def _same(grad):
+    return grad
 
 
 def dim_keywords(op, dim, keepdim, axis, keepdims):

@@ -110,9 +110,10 @@ class Forward:
     """`outputs = op.forward(Context, *inputs, **attrs)`, its Context kept in a slot for the
     backward formula that reads what it saved."""
 
-    def __init__(self, op, backend, needs, inputs, attrs, outputs, context, many):
+    def __init__(self, op, backend, needs, inputs, attrs, outputs, context, many, kernel=None):
         self.op, self.backend, self.needs, self.inputs = op, backend, needs, inputs
         self.attrs, self.outputs, self.context, self.many = attrs, outputs, context, many
+        self.kernel = kernel   # the forward of the op's replay (Op.replay), or None
         self.reads = set(inputs) | slots_read(attrs)
         self.writes = {k for k in outputs if k is not None} | {context}
         self.signature = ("forward", op, needs, inputs, keyword_identity(attrs), outputs)
@@ -126,6 +127,8 @@ class Forward:
         many, single = self.many, self.outputs[0]
         attrs = self.attrs[1] if self.attrs[0] == "const" else None
         get_attrs = getter(self.attrs)
+        if self.kernel is not None:
+            return self._kernel_runner(gone, context, None if attrs is not None else get_attrs)
         forward = None if op.read_only_inputs else op.forward   # else _forward's checks
         ndarray = backend.xp.ndarray
 
@@ -149,6 +152,30 @@ class Forward:
                 s[k] = None
         return run
 
+    def _kernel_runner(self, gone, context, get_attrs):
+        """The step by its op's replay: `kernel(*inputs)`, or with the attrs as keywords where
+        they hold arrays; what it keeps for the backward goes in the Context's slot."""
+        kernel, inputs, outputs, many = self.kernel, self.inputs, self.outputs, self.many
+        single, backend, op = outputs[0], self.backend, self.op
+        ndarray = backend.xp.ndarray
+
+        def run(s):
+            if get_attrs is None:
+                result, saved = kernel(*[s[k] for k in inputs])
+            else:
+                result, saved = kernel(*[s[k] for k in inputs], **get_attrs(s))
+            if context is not None:
+                s[context] = saved
+            if many:
+                for k, out in zip(outputs, result, strict=True):
+                    if k is not None:
+                        s[k] = _stored(out, backend, op)
+            elif single is not None:
+                s[single] = result if type(result) is ndarray else _stored(result, backend, op)
+            for k in gone:
+                s[k] = None
+        return run
+
     def line(self, names):
         args = [names[k] for k in self.inputs] + keywords(self.attrs, names)
         outs = [names[k] if k is not None else "_" for k in self.outputs]
@@ -161,9 +188,10 @@ class Backward:
     """The backward formula of the op whose Context is in slot `context`: on arrays (an op
     marked array_backward) or on tensors made around the arrays for it."""
 
-    def __init__(self, op, backend, context, inputs, outputs, on_arrays):
+    def __init__(self, op, backend, context, inputs, outputs, on_arrays, kernel=None):
         self.op, self.backend, self.context, self.inputs = op, backend, context, inputs
         self.outputs, self.on_arrays = outputs, on_arrays
+        self.kernel = kernel   # the backward of the op's replay: its Context slot holds `saved`
         self.reads = {context} | {k for k in inputs if k is not None}
         self.writes = {k for k in outputs if k is not None}
         self.signature = ("backward", op, context, inputs, outputs, on_arrays)
@@ -171,7 +199,9 @@ class Backward:
     def runner(self, gone, used):
         op, backend, context, inputs, outputs = (self.op, self.backend, self.context,
                                                  self.inputs, self.outputs)
-        on_arrays = self.on_arrays
+        on_arrays, kernel = self.on_arrays, self.kernel
+        if kernel is not None:
+            return self._kernel_runner(gone)
 
         def run(s):
             ctx = s[context]
@@ -190,6 +220,21 @@ class Backward:
                             strict=True):
                 if k is not None:
                     s[k] = _stored(g.array if isinstance(g, Tensor) else g, backend, op)
+            for k in gone:
+                s[k] = None
+        return run
+
+    def _kernel_runner(self, gone):
+        kernel, context, inputs, outputs = self.kernel, self.context, self.inputs, self.outputs
+        backend, op = self.backend, self.op
+        ndarray = backend.xp.ndarray
+
+        def run(s):
+            result = kernel(s[context], *[None if k is None else s[k] for k in inputs])
+            for k, g in zip(outputs, result if type(result) is tuple else (result,),
+                            strict=True):
+                if k is not None:
+                    s[k] = g if type(g) is ndarray else _stored(g, backend, op)
             for k in gone:
                 s[k] = None
         return run

@@ -31,6 +31,7 @@ class Tracer:
         self.produced = set()  # the slots steps write
         self.steps = []
         self.guards = []       # (function, args spec, the value it gave)
+        self.kernels = {}      # context slot -> the backward of the op's replay (Op.replay)
         self.split = None      # where the backward of a differentiable call begins
         self.seeds = []        # its slots for the gradients of the outputs
         self.grads = []        # its slots of the gradient of each input (or None)
@@ -134,8 +135,11 @@ class Tracer:
         results = tuple([_backend_array(r, ctx.backend, op) for r in results])
         outputs = tuple([self.output(r)[1] for r in results])
         context = self._new(ctx)
+        kernels = None if op.replay is None else op.replay(ctx, **attrs)
+        if kernels is not None:
+            self.kernels[context] = kernels[1]
         self.steps.append(steps.Forward(op, backend, needs, inputs, attr_spec, outputs,
-                                        context, many))
+                                        context, many, kernels and kernels[0]))
         return arrays, (results if many else results[0])
 
     def backward(self, op, ctx, grads, arrays, plain):
@@ -164,7 +168,7 @@ class Tracer:
                 outputs.append(slot)
         if context is not None:
             self.steps.append(steps.Backward(op, ctx.backend, context, inputs, tuple(outputs),
-                                             arrays))
+                                             arrays, self.kernels.get(context)))
         return tuple(results) if many else results[0]
 
     def call(self, function, args, kwargs):

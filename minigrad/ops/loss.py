@@ -106,18 +106,13 @@ class CrossEntropy(Op):
 
     @staticmethod
     def forward(ctx, logits, q, reduction, divisor, unit_rows=False, masked=False, ignored=None):
-        xp = ctx.xp
-        log_probs = _log_softmax(xp, logits, 1)
         ctx.reduction, ctx.divisor, ctx.ignored = reduction, divisor, ignored
         ctx.unit_rows = unit_rows
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
         ctx.save(logits, q)
-        ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
-        terms = q * log_probs
-        losses = -(xp.where(q != 0, terms, 0) if masked else terms).sum(axis=1)
-        if reduction == "none":
-            return losses
-        return losses.sum() / divisor if reduction == "mean" else losses.sum()
+        # log_probs, an intermediate: backward recomputes it when recorded
+        ctx.log_probs, result = _losses(ctx.xp, logits, q, reduction, divisor, masked)
+        return result
 
     @staticmethod
     def backward(ctx, g):
@@ -126,20 +121,48 @@ class CrossEntropy(Op):
             log_probs = LogSoftmax.apply(logits, axis=1)
         else:
             log_probs = ctx.log_probs
-        if ctx.reduction == "none":
-            scale = g.reshape((g.shape[0], 1))
-        else:
-            scale = g / ctx.divisor if ctx.reduction == "mean" else g
-        need_logits, need_q = ctx.needs_input_grad
-        probs = either.exp(log_probs)
-        if need_q:   # q is a tensor input: its row sums must be differentiated too
-            probs = probs * q.sum(axis=1, keepdims=True)
-        elif ctx.q_total is not None:
-            probs = probs * ctx.q_total
-        dlogits = (probs - q) * scale if need_logits else None
-        if dlogits is not None and ctx.ignored is not None:
-            dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
-        return dlogits, -log_probs * scale if need_q else None
+        return _gradients(g, log_probs, q, ctx.reduction, ctx.divisor, ctx.q_total, ctx.ignored,
+                          ctx.needs_input_grad)
+
+    @staticmethod
+    def replay(ctx, reduction, divisor, unit_rows=False, masked=False, ignored=None):
+        """Keeps q, log_probs and the row sums of q for the backward, on arrays."""
+        xp, needs = ctx.xp, ctx.needs_input_grad
+
+        def forward(logits, q, reduction=reduction, divisor=divisor, unit_rows=unit_rows,
+                    masked=masked, ignored=ignored):
+            q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
+            log_probs, result = _losses(xp, logits, q, reduction, divisor, masked)
+            return result, (log_probs, q, reduction, divisor, q_total, ignored)
+        return forward, lambda saved, g: _gradients(g, *saved, needs)
+
+
+def _losses(xp, logits, q, reduction, divisor, masked):
+    """(log_softmax of the logits, the reduced losses): CrossEntropy's forward."""
+    log_probs = _log_softmax(xp, logits, 1)
+    terms = q * log_probs
+    losses = -(xp.where(q != 0, terms, 0) if masked else terms).sum(axis=1)
+    if reduction == "none":
+        return log_probs, losses
+    return log_probs, losses.sum() / divisor if reduction == "mean" else losses.sum()
+
+
+def _gradients(g, log_probs, q, reduction, divisor, q_total, ignored, needs):
+    """(dlogits, dq): CrossEntropy's backward, on tensors or arrays."""
+    if reduction == "none":
+        scale = g.reshape((g.shape[0], 1))
+    else:
+        scale = g / divisor if reduction == "mean" else g
+    need_logits, need_q = needs
+    probs = either.exp(log_probs)
+    if need_q:   # q is a tensor input: its row sums must be differentiated too
+        probs = probs * q.sum(axis=1, keepdims=True)
+    elif q_total is not None:
+        probs = probs * q_total
+    dlogits = (probs - q) * scale if need_logits else None
+    if dlogits is not None and ignored is not None:
+        dlogits = either.where(ignored[:, None], 0, dlogits)
+    return dlogits, -log_probs * scale if need_q else None
 
     @staticmethod
     def jvp(ctx, dlogits, dq):
