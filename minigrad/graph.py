@@ -148,15 +148,18 @@ def accumulate_grad(leaf, grad, create_graph):
     inputs) laid out in memory as a dense leaf is, as PyTorch's layout contract has it (so
     every later += runs over two arrays of one layout); with create_graph out of place, on the
     tape. Under a lock: two threads running backward into one leaf lose nothing. Returns the
-    leaf's `.grad`."""
+    leaf's `.grad`. Without create_graph `grad` may be the gradient's array (a step of a program
+    mg.compile replays: no tensor made for it)."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
-            leaf._grad = Tensor.from_array(_laid_out_as(grad.backend.xp, leaf.array, grad.array),
-                                           grad.backend)
+            backend = leaf._backend
+            leaf._grad = Tensor.from_array(_laid_out_as(
+                backend.xp, leaf.array, grad.array if isinstance(grad, Tensor) else grad), backend)
         else:
             with switched_to(False):
-                leaf._grad.add_(grad)
+                leaf._grad.add_(grad if isinstance(grad, Tensor) else Tensor.from_array(
+                    grad, leaf._backend))
     return leaf._grad
