@@ -437,3 +437,46 @@ def test_under_autocast_a_compiled_function_runs_eagerly():
         assert compiled(x).dtype == mg.float32
     with mg.autocast("cpu", dtype=mg.float16):
         assert compiled(x).dtype == mg.float16
+
+
+def test_the_numpy_mean_kernel_gives_x_mean_bits():
+    """numpy_backend.mean_of, a replay's mean: NumPy's own calls, so x.mean's bits (and x.mean
+    itself for the dtypes and shapes where NumPy takes another path)."""
+    mean_of = mg.get_backend("cpu").kernel("mean")
+    g = np.random.default_rng(3)
+    for shape, axes in (((32, 200), (0,)), ((4, 5, 6), (0, 2)), ((7,), (0,)), ((3, 4), (0, 1))):
+        for dtype in ("float32", "float64", "float16", "int64"):
+            x = (g.standard_normal(shape) * 100).astype(dtype)
+            for keepdims in (True, False):
+                assert same_bits(mean_of(shape, axes, keepdims)(x),
+                                 np.asarray(x.mean(axis=axes, keepdims=keepdims)))
+
+
+def test_replays_of_ops_keep_eager_bits_where_shapes_broadcast_and_grads_are_partial():
+    """The ops' replays (Op.replay) on what makemore does not reach: broadcasting on either
+    side, an input that needs no gradient, a mean and a var over everything, a slice, a
+    power; 20 steps against eager mode."""
+    def make():
+        g = np.random.default_rng(2)
+        w = mg.tensor(g.standard_normal((1, 5)).astype(np.float32), requires_grad=True)
+        v = mg.tensor(g.standard_normal((4, 1)).astype(np.float32), requires_grad=True)
+
+        def step(x):
+            y = (x * w - v) / (x ** 2 + 1.0) + x[1:3].mean() / 8 - (w / x).mean() * x.var()
+            loss = (y.tanh() @ mg.ones(5)).sum() + v[:, 0].reshape(2, 2).pow(3).sum()
+            w.grad = v.grad = None
+            loss.backward()
+            with mg.no_grad():
+                w.data -= 0.01 * w.grad
+                v.data -= 0.01 * v.grad
+            return loss
+        return step, (w, v)
+
+    (eager, eager_params), (compiled, compiled_params) = make(), make()
+    compiled = mg.compile(compiled)
+    for i in range(20):
+        x = mg.tensor(np.random.default_rng(i % 3).uniform(1, 2, (4, 5)).astype(np.float32))
+        assert same_bits(eager(x), compiled(x))
+    assert replayed(compiled)
+    for a, b in zip(eager_params, compiled_params, strict=True):
+        assert same_bits(a.detach(), b.detach())

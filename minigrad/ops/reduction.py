@@ -43,6 +43,12 @@ def _spreader(ctx):
     return lambda g: broadcast_to(_kept_as(g, kept), in_shape)
 
 
+def _mean_of(ctx, axes, keepdims):
+    """x.mean over `axes` as a function for one replayed step (mg.compile): the backend's
+    kernel (x.mean's bits, less Python per call)."""
+    return ctx.backend.kernel("mean")(ctx.in_shape, axes, keepdims)
+
+
 def _reduce_setup(ctx, name, x, axis):
     ctx.in_shape = x.shape
     axes = normalize_axes(name, axis, x.shape)
@@ -108,9 +114,8 @@ class Mean(Op):
     def replay(ctx, axis, keepdims):
         if not ctx.count:
             return None
-        axes, count, spread = ctx.axes, ctx.count, _spreader(ctx)
-        return (lambda x: (x.mean(axis=axes, keepdims=keepdims), None),
-                lambda saved, g: spread(g / count))
+        count, spread, mean = ctx.count, _spreader(ctx), _mean_of(ctx, ctx.axes, keepdims)
+        return (lambda x: (mean(x), None)), lambda saved, g: spread(g / count)
 
 
 def mean(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -276,17 +281,18 @@ class Var(Op):
         if ctx.empty or ctx.dof <= 0:
             return None
         axes, dof, scale = ctx.axes, ctx.dof, 2.0 / ctx.dof
-        kept = kept_shape(ctx.in_shape, axes)
+        kept, mean = kept_shape(ctx.in_shape, axes), _mean_of(ctx, axes, True)
 
         def forward(x):
-            centered, squares = _squares(x, axes, keepdims)
+            centered, squares = _squares(x, axes, keepdims, mean)
             return squares / dof, centered
         return forward, lambda centered, g: centered * (_kept_as(g, kept) * scale)
 
 
-def _squares(x, axes, keepdims):
-    """(x minus its mean over `axes`, the sum of its squares): var's two passes."""
-    centered = x - x.mean(axis=axes, keepdims=True)
+def _squares(x, axes, keepdims, mean=None):
+    """(x minus its mean over `axes` (by `mean`, a function of x, where given), the sum of its
+    squares): var's two passes."""
+    centered = x - (x.mean(axis=axes, keepdims=True) if mean is None else mean(x))
     return centered, (centered * centered).sum(axis=axes, keepdims=keepdims)
 
 
