@@ -480,3 +480,14 @@ def test_replays_of_ops_keep_eager_bits_where_shapes_broadcast_and_grads_are_par
     assert replayed(compiled)
     for a, b in zip(eager_params, compiled_params, strict=True):
         assert same_bits(a.detach(), b.detach())
+
+
+def test_the_listing_names_an_optimizers_parameters_one_line_per_step():
+    model = lenet()
+    compiled = mg.compile(training_step(model, sgd_nesterov(model)))
+    for images, labels in image_batches(3):
+        compiled(images, labels)
+    code = compiled.code.splitlines()
+    assert len(code) == 2 + len(compiled.last.steps)
+    update = next(line for line in code if "Optimizer.step_parameter(" in line)
+    assert "'params': [model.0.weight, " in update and "'lr': 0.05" in update, update

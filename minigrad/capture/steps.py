@@ -90,8 +90,18 @@ def show(spec, names):
     value = spec[1]
     if isinstance(value, Tensor):   # a parameter by its name, a tensor made in the call by shape
         return names.arrays.get(id(value.array), f"<tensor {value.shape}>")
+    if type(value) is dict:   # an optimizer's group: its parameters by name, its settings
+        return "{" + ", ".join(f"{k!r}: {show(('const', v), names)}"
+                               for k, v in value.items()) + "}"
+    if type(value) is list and value and all(isinstance(v, Tensor) for v in value):
+        shown = [show(("const", v), names) for v in value[:_LISTED]]
+        more = f", ... ({len(value)} tensors)" if len(value) > _LISTED else ""
+        return f"[{', '.join(shown)}{more}]"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     return name if name and callable(value) else repr(value)
+
+
+_LISTED = 3   # the tensors of a list shown in the listing (a group's parameters), then a count
 
 
 def keywords(spec, names):
