@@ -491,3 +491,25 @@ def test_the_listing_names_an_optimizers_parameters_one_line_per_step():
     assert len(code) == 2 + len(compiled.last.steps)
     update = next(line for line in code if "Optimizer.step_parameter(" in line)
     assert "'params': [model.0.weight, " in update and "'lr': 0.05" in update, update
+
+
+def test_a_replay_hands_a_gradient_over_only_where_nothing_else_holds_it():
+    """accumulate_grad(owned=True): a leaf takes a backward's fresh array as its .grad; one
+    array that is the gradient of two leaves (add's backward hands mul's to both) is copied
+    for the first, as in eager mode, so every .grad is an array of its own."""
+    a, b, c = (mg.tensor(np.full((2, 3), v, np.float32), requires_grad=True) for v in (1, 2, 3))
+
+    def step():
+        for t in (a, b, c):
+            t.grad = None
+        (((a + b) * c).sum() + (c * c).sum()).backward()   # a, b: one array of mul's
+
+    compiled = mg.compile(step)
+    for _ in range(4):
+        compiled()
+    assert replayed(compiled)
+    arrays = [t.grad.array for t in (a, b, c)]
+    assert len({id(x) for x in arrays}) == 3 and all(x.flags.writeable for x in arrays)
+    a.grad.array += 1
+    assert same_bits(b.grad, mg.tensor(np.full((2, 3), 3, np.float32)))
+    assert same_bits(c.grad, mg.tensor(np.full((2, 3), 9, np.float32)))

@@ -117,13 +117,19 @@ def _compiled(steps, kept, name, split=None):
         if slot not in kept:
             dead[i].append(slot)
     used = {step.context for step in steps if isinstance(step, steps_module.Backward)}
+    made_by_backward = {k for step in steps if isinstance(step, steps_module.Backward)
+                        for k in step.writes}
     parts = [(name, 0, len(steps))] if split is None else [
         ("forward", 0, split), ("backward", split, len(steps))]
     functions = []
     for part, start, stop in parts:
         source = steps_module.Source()
-        for step, gone in zip(steps[start:stop], dead[start:stop], strict=True):
-            step.write(source, used)
+        for i, gone in zip(range(start, stop), dead[start:stop], strict=True):
+            step = steps[i]
+            if isinstance(step, steps_module.Call) and step.hands_over(gone, made_by_backward):
+                step.write(source, used, owned=True)
+            else:
+                step.write(source, used)
             if gone:
                 source.lines.append(" = ".join(f"s[{k}]" for k in gone) + " = None")
         functions.append(source.function(part))

@@ -8,6 +8,7 @@ a call must agree) and how it reads in the listing (`compiled.code`).
 """
 import numpy
 
+from ..graph import accumulate_grad
 from ..ops.base import Context, _backend_array, _forward
 from ..tensor import Tensor
 
@@ -311,8 +312,21 @@ class Call:
         self.signature = ("call", identity(("const", function)), identity(args),
                           keyword_identity(kwargs), outputs)
 
-    def write(self, source, used):
-        call = f"{source.bind(self.function)}({source.arguments(self.args, self.kwargs)})"
+    def hands_over(self, gone, made_by_backward):
+        """Whether this is gradient accumulation (accumulate_grad, without create_graph) of a
+        gradient that a backward step made and no later step reads (its slot is in `gone`):
+        then nothing else holds that array, and the leaf may take it as its `.grad` without a
+        copy (graph.accumulate_grad's `owned`)."""
+        if (self.function is not accumulate_grad or self.args[0] != "seq" or self.kwargs[1]
+                or len(self.args[2]) != 3):
+            return False
+        _, grad, create_graph = self.args[2]
+        return (grad[0] == "slot" and create_graph == ("const", False)
+                and grad[1] in made_by_backward and grad[1] in gone)
+
+    def write(self, source, used, owned=False):
+        arguments = source.arguments(self.args, self.kwargs)
+        call = f"{source.bind(self.function)}({arguments}{', owned=True' if owned else ''})"
         if all(k is None for k in self.outputs):
             source.lines.append(call)
             return
