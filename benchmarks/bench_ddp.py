@@ -2,6 +2,7 @@
 
     python benchmarks/bench_ddp.py                  # 3 rounds of 1 and 2 ranks, 100 steps each
     python benchmarks/bench_ddp.py --rounds 5 --steps 200 --batch-size 128
+    python benchmarks/bench_ddp.py --compile        # every step through mg.compile
 
 Both train the network of examples/mnist_lenet_bn.py at the same global batch (default 64) on
 the same synthetic float32 batches: one plain process (BatchNorm, no communication), and 2 ranks
@@ -17,7 +18,9 @@ thread per process, so 2 ranks use the 2 cores. The 2 ranks run twice: with the 
 example recommends (OMPI_MCA_mpi_yield_when_idle=1: a rank waiting inside a blocking MPI call
 gives its core up) and with Open MPI's default (it spins); minigrad's own collectives poll with
 sched_yield, then sleep, either way (docs/distributed.md, "Speed"). Measure on an idle machine:
-on a busy one every collective waits for the rank that was descheduled.
+on a busy one every collective waits for the rank that was descheduled. With --compile the step
+(a function of the batch) goes through `mg.compile` in every launch: traced twice, then
+replayed, its collectives calls of the program.
 """
 import argparse
 import json
@@ -57,17 +60,21 @@ def worker(args):
                           [rank * local:(rank + 1) * local]),
                 mg.tensor(rng.integers(0, 10, args.batch_size)[rank * local:(rank + 1) * local]))
                for _ in range(8)]
-    times, comm, elements = [], [], []
-    for i in range(args.warmup + args.steps):
-        if i == args.warmup:
-            dist.stats.reset()
-        images, labels = batches[i % len(batches)]
-        before = (dist.stats.total_seconds(), sum(dist.stats.elements.values()))
-        start = time.perf_counter()
+
+    def train(images, labels):
         loss = mg.nn.functional.cross_entropy(model(images), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+
+    train = mg.compile(train) if args.compile else train
+    times, comm, elements = [], [], []
+    for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            dist.stats.reset()
+        before = (dist.stats.total_seconds(), sum(dist.stats.elements.values()))
+        start = time.perf_counter()
+        train(*batches[i % len(batches)])
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
             comm.append(dist.stats.total_seconds() - before[0])
@@ -92,7 +99,8 @@ def launch(ranks, yielding, args):
            "OMPI_MCA_mpi_yield_when_idle": "1" if yielding else "0"}
     command = [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks),
                sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup",
-               str(args.warmup), "--batch-size", str(args.batch_size)]
+               str(args.warmup), "--batch-size", str(args.batch_size)] + (
+                   ["--compile"] if args.compile else [])
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -107,13 +115,15 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch")
+    parser.add_argument("--compile", action="store_true", help="steps through mg.compile")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
     from minigrad.distributed import group
 
-    print(f"LeNet-5 + BN, global batch {args.batch_size}, {args.rounds} rounds of {args.steps} "
+    print(f"LeNet-5 + BN{' (mg.compile)' if args.compile else ''}, global batch "
+          f"{args.batch_size}, {args.rounds} rounds of {args.steps} "
           f"timed steps per setting, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f} at the start")
     print("settings: " + " ".join(f"{k}={v}" for k, v in LAUNCH.items())

@@ -17,7 +17,8 @@ then training steps in alternating chunks (bench_lenet.interleaved), then eval a
 and torch.fx's fuse), the frameworks alternating. Peak memory of one eval batch is measured in a
 fresh process per framework: the rise of the resident set (peak RSS, VmHWM reset just before the
 forward pass, minus RSS then), plus minigrad's peak traced memory (tracemalloc sees NumPy's
-arrays).
+arrays). A third training column, "compiled", runs the same network (same weights) with its
+step through `mg.compile` (docs/compile.md); --no-compile leaves it out.
 """
 import argparse
 import json
@@ -104,6 +105,10 @@ def report_steps(walls, chunk_ratios):
     ratio = statistics.median(walls["minigrad"]) / statistics.median(walls["pytorch"])
     print(f"  train ratio minigrad/pytorch {ratio:.2f} (per chunk {min(chunk_ratios):.2f} .. "
           f"{max(chunk_ratios):.2f})")
+    if "compiled" in walls:
+        compiled, theirs = (statistics.median(walls[k]) for k in ("compiled", "pytorch"))
+        print(f"  train ratio compiled/pytorch {compiled / theirs:.2f}, compiled/eager "
+              f"{compiled / statistics.median(walls['minigrad']):.2f}")
     return ratio
 
 
@@ -225,6 +230,13 @@ def run_threads(torch, threads, args, state):
                 "pytorch": stepper(twin, torch.optim, torch.nn.functional.cross_entropy,
                                    torch.from_numpy, batches)}
     check_losses(steppers, args.warmup)
+    if not args.no_compile:   # the same weights, the step through mg.compile
+        compiled = resnet20()
+        compiled.load_state_dict(state)
+        steppers["compiled"] = stepper(compiled, mg.optim, mg.nn.functional.cross_entropy,
+                                       mg.tensor, batches, compile=mg.compile)
+        for i in range(args.warmup):   # traced twice, then replayed
+            steppers["compiled"](i)
     walls, _, chunk_ratios = interleaved(steppers, args.steps, args.chunk)
     figures = {"train_ratio": report_steps(walls, chunk_ratios)}
     if args.eval_reps:
@@ -251,6 +263,7 @@ def main(argv=None):
     add("--eval-batch", type=int, default=1000, help="eval batch (default 1000)")
     add("--eval-reps", type=int, default=1, help="timed eval passes per variant; 0: no eval")
     add("--no-memory", action="store_true", help="skip the eval peak-memory processes")
+    add("--no-compile", action="store_true", help="leave out the compiled step (mg.compile)")
     add("--memory-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:

@@ -187,8 +187,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     grads = run_backward(nodes, roots, root_grads, (), retain, create_graph)
     filled = [leaf for leaf in leaves if id(leaf) in grads]
     for leaf in filled:
-        if tracing.capturing:   # a step of a program mg.compile captures
-            tracing.run(accumulate_grad, leaf, grads[id(leaf)], create_graph)
+        if tracing.capturing:   # a step of a program mg.compile captures, on the array
+            grad = grads[id(leaf)]
+            tracing.run(accumulate_grad, leaf, grad if create_graph else grad.array, create_graph)
         else:
             accumulate_grad(leaf, grads[id(leaf)], create_graph)
     hooks.run_backward_end_hooks(filled)

@@ -141,22 +141,38 @@ def _laid_out_as(xp, leaf, values):
     return copy
 
 
-def accumulate_grad(leaf, grad, create_graph):
+def _adoptable(leaf, array):
+    """Whether `array`, a gradient nobody else holds, can be the leaf's `.grad` as it is: what
+    the copy would be (its own memory, writable, the leaf's dtype, shape and C layout)."""
+    flags = array.flags
+    return (flags.c_contiguous and getattr(flags, "owndata", False)
+            and getattr(flags, "writeable", True) and leaf.flags.c_contiguous
+            and array.dtype == leaf.dtype and array.shape == leaf.shape)
+
+
+def accumulate_grad(leaf, grad, create_graph, owned=False):
     """leaf.grad += grad, as in PyTorch: without create_graph into the `.grad` tensor in place
     (a reference to it, or one assigned, sees the sum), and a first gradient is copied into an
     array of its own (backward formulas may hand out read-only views, or one tensor to several
     inputs) laid out in memory as a dense leaf is, as PyTorch's layout contract has it (so
     every later += runs over two arrays of one layout); with create_graph out of place, on the
     tape. Under a lock: two threads running backward into one leaf lose nothing. Returns the
-    leaf's `.grad`."""
+    leaf's `.grad`. Without create_graph `grad` may be the gradient's array (a step of a program
+    mg.compile replays: no tensor made for it); `owned` says that nothing else holds that
+    array (the program knows), so a first gradient takes it as it is where it is what the copy
+    would be: the same values without the copy."""
     with _accumulating:
         if create_graph:   # keep the gradient on the tape for higher derivatives
             with switched_to(True):
                 leaf._grad = grad if leaf._grad is None else leaf._grad + grad
         elif leaf._grad is None:
-            leaf._grad = Tensor.from_array(_laid_out_as(grad.backend.xp, leaf.array, grad.array),
-                                           grad.backend)
+            backend = leaf._backend
+            array = grad.array if isinstance(grad, Tensor) else grad
+            if not (owned and _adoptable(leaf.array, array)):
+                array = _laid_out_as(backend.xp, leaf.array, array)
+            leaf._grad = Tensor.from_array(array, backend)
         else:
             with switched_to(False):
-                leaf._grad.add_(grad)
+                leaf._grad.add_(grad if isinstance(grad, Tensor) else Tensor.from_array(
+                    grad, leaf._backend))
     return leaf._grad

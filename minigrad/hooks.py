@@ -203,7 +203,5 @@ def register_backward_end_hook(hook):
 
 
 def run_backward_end_hooks(leaves):
-    if _backward_end_hooks:   # what they do is not recorded: a replay would skip it
-        tracing.refuse("a backward-end hook (DistributedDataParallel) runs")
     for hook in list(_backward_end_hooks.values()):
-        hook(leaves)
+        tracing.run(hook, leaves)   # one step of a program mg.compile captures

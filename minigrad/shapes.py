@@ -1,5 +1,6 @@
 """Shape helpers shared by the ops: axis and size checks, the broadcasting check and the one
 gradient-unbroadcast rule."""
+import functools
 import itertools
 import operator
 
@@ -93,15 +94,39 @@ def unbroadcast(grad, shape):
     Broadcasting prepends axes and stretches axes of length 1; the gradient of a stretched
     input is the sum over the stretched copies: d/dx sum_j f(x) = sum_j f'(x).
     """
-    if grad.shape == tuple(shape):
-        return grad
-    lead = grad.ndim - len(shape)
-    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    shape = tuple(shape)
+    return grad if grad.shape == shape else _summed(*_unbroadcast_plan(grad.shape, shape), grad)
+
+
+def unbroadcaster(grad_shape, shape):
+    """`unbroadcast` for a gradient of shape `grad_shape` as a function of the gradient, its
+    axes worked out once (a replayed program, mg.compile, calls it on every step)."""
+    shape = tuple(shape)
+    if tuple(grad_shape) == shape:
+        return _same
+    return functools.partial(_summed, *_unbroadcast_plan(tuple(grad_shape), shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unbroadcast_plan(grad_shape, shape):
+    """(the stretched axes, the number of leading axes, the shape to reshape to or None) that
+    take a gradient of `grad_shape` down to `shape` (the shapes differ)."""
+    lead = len(grad_shape) - len(shape)
+    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad_shape[lead + i] != 1)
+    kept = tuple(1 if i in stretched else n for i, n in enumerate(grad_shape))
+    return stretched, lead, None if (kept[lead:] if lead > 0 else kept) == shape else shape
+
+
+def _summed(stretched, lead, reshape, grad):
     if stretched:   # summed keeping their length-1 axes
         grad = grad.sum(axis=stretched, keepdims=True)
     if lead:        # summed away: what is left has `shape`
         grad = grad.sum(axis=tuple(range(lead)))
-    return grad if grad.shape == tuple(shape) else grad.reshape(shape)
+    return grad if reshape is None else grad.reshape(reshape)
+
+
+def _same(grad):
+    return grad
 
 
 def dim_keywords(op, dim, keepdim, axis, keepdims):

@@ -324,6 +324,43 @@ def ddp_with_syncbn_takes_the_steps_of_one_process_on_the_global_batch():
 
 
 @check
+def ddp_with_syncbn_compiled_takes_the_eager_steps_bit_for_bit():
+    """mg.compile of a DDP + SyncBatchNorm training step: its collectives (the buffers'
+    broadcast, SyncBatchNorm's statistics and sums, the gradients' average) are calls of the
+    replayed program, made in the same order on every rank; the training is eager mode's."""
+    r, _ = rank_and_size()
+    nets = [nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(
+        small_net(nn.BatchNorm2d, seed=r))) for _ in range(2)]
+    optimizers = [mg.optim.SGD(net.parameters(), lr=0.1, momentum=0.9) for net in nets]
+
+    def step_of(net, optimizer):
+        def train(x, labels):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(net(x), labels)
+            loss.backward()
+            optimizer.step()
+            return loss
+        return train
+
+    eager, compiled = step_of(nets[0], optimizers[0]), mg.compile(step_of(nets[1], optimizers[1]))
+    rng = np.random.default_rng(12 + r)
+    losses = []
+    for _ in range(6):
+        x, labels = mg.tensor(rng.normal(size=(4, 2, 4, 4))), mg.tensor(rng.integers(0, 5, 4))
+        losses.append((eager(x, labels).item(), compiled(x, labels).item()))
+    states = [[v.numpy() for v in net.state_dict().values()] for net in nets]
+    identical = same_on_every_rank(states[1])
+    assert all(a == b for a, b in losses), losses
+    for a, b in zip(*states, strict=True):
+        assert np.array_equal(a, b)
+    for p, q in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        assert np.array_equal(optimizers[0].state[p]["momentum_buffer"],
+                              optimizers[1].state[q]["momentum_buffer"])
+    assert identical, "parameters or buffers differ between ranks"
+    assert compiled.traces == 2 and any(e.program is not None for e in compiled.entries.values())
+
+
+@check
 def ddp_sends_one_message_per_bucket():
     model = small_net(nn.BatchNorm2d)   # plain BN: no SyncBN traffic
     parameters = list(model.parameters())

@@ -447,3 +447,79 @@ def test_under_autocast_a_compiled_function_runs_eagerly():
         assert compiled(x).dtype == mg.float32
     with mg.autocast("cpu", dtype=mg.float16):
         assert compiled(x).dtype == mg.float16
+
+
+def test_the_numpy_mean_kernel_gives_x_mean_bits():
+    """numpy_backend.mean_of, a replay's mean: NumPy's own calls, so x.mean's bits (and x.mean
+    itself for the dtypes and shapes where NumPy takes another path)."""
+    mean_of = mg.get_backend("cpu").kernel("mean")
+    g = np.random.default_rng(3)
+    for shape, axes in (((32, 200), (0,)), ((4, 5, 6), (0, 2)), ((7,), (0,)), ((3, 4), (0, 1))):
+        for dtype in ("float32", "float64", "float16", "int64"):
+            x = (g.standard_normal(shape) * 100).astype(dtype)
+            for keepdims in (True, False):
+                assert same_bits(mean_of(shape, axes, keepdims)(x),
+                                 np.asarray(x.mean(axis=axes, keepdims=keepdims)))
+
+
+def test_replays_of_ops_keep_eager_bits_where_shapes_broadcast_and_grads_are_partial():
+    """The ops' replays (Op.replay) on what makemore does not reach: broadcasting on either
+    side, an input that needs no gradient, a mean and a var over everything, a slice, a
+    power; 20 steps against eager mode."""
+    def make():
+        g = np.random.default_rng(2)
+        w = mg.tensor(g.standard_normal((1, 5)).astype(np.float32), requires_grad=True)
+        v = mg.tensor(g.standard_normal((4, 1)).astype(np.float32), requires_grad=True)
+
+        def step(x):
+            y = (x * w - v) / (x ** 2 + 1.0) + x[1:3].mean() / 8 - (w / x).mean() * x.var()
+            loss = (y.tanh() @ mg.ones(5)).sum() + v[:, 0].reshape(2, 2).pow(3).sum()
+            w.grad = v.grad = None
+            loss.backward()
+            with mg.no_grad():
+                w.data -= 0.01 * w.grad
+                v.data -= 0.01 * v.grad
+            return loss
+        return step, (w, v)
+
+    (eager, eager_params), (compiled, compiled_params) = make(), make()
+    compiled = mg.compile(compiled)
+    for i in range(20):
+        x = mg.tensor(np.random.default_rng(i % 3).uniform(1, 2, (4, 5)).astype(np.float32))
+        assert same_bits(eager(x), compiled(x))
+    assert replayed(compiled)
+    for a, b in zip(eager_params, compiled_params, strict=True):
+        assert same_bits(a.detach(), b.detach())
+
+
+def test_the_listing_names_an_optimizers_parameters_one_line_per_step():
+    model = lenet()
+    compiled = mg.compile(training_step(model, sgd_nesterov(model)))
+    for images, labels in image_batches(3):
+        compiled(images, labels)
+    code = compiled.code.splitlines()
+    assert len(code) == 2 + len(compiled.last.steps)
+    update = next(line for line in code if "Optimizer.step_parameter(" in line)
+    assert "'params': [model.0.weight, " in update and "'lr': 0.05" in update, update
+
+
+def test_a_replay_hands_a_gradient_over_only_where_nothing_else_holds_it():
+    """accumulate_grad(owned=True): a leaf takes a backward's fresh array as its .grad; one
+    array that is the gradient of two leaves (add's backward hands mul's to both) is copied
+    for the first, as in eager mode, so every .grad is an array of its own."""
+    a, b, c = (mg.tensor(np.full((2, 3), v, np.float32), requires_grad=True) for v in (1, 2, 3))
+
+    def step():
+        for t in (a, b, c):
+            t.grad = None
+        (((a + b) * c).sum() + (c * c).sum()).backward()   # a, b: one array of mul's
+
+    compiled = mg.compile(step)
+    for _ in range(4):
+        compiled()
+    assert replayed(compiled)
+    arrays = [t.grad.array for t in (a, b, c)]
+    assert len({id(x) for x in arrays}) == 3 and all(x.flags.writeable for x in arrays)
+    a.grad.array += 1
+    assert same_bits(b.grad, mg.tensor(np.full((2, 3), 3, np.float32)))
+    assert same_bits(c.grad, mg.tensor(np.full((2, 3), 9, np.float32)))

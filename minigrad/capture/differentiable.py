@@ -56,8 +56,7 @@ class CompiledCall(Op):
     @staticmethod
     def forward(ctx, *arrays, program, slots):
         with switched_to(False):
-            for run in program.forward_runs:
-                run(slots)
+            program.run_forward(slots)
         ctx.program, ctx.slots = program, slots
         return tuple([slots[k] for k in program.output_slots])
 
@@ -73,7 +72,6 @@ class CompiledCall(Op):
         ctx.slots = None
         for k, g, out in zip(program.seed_slots, grads, program.output_slots, strict=True):
             slots[k] = slots[out] * 0 if g is None else g.array   # None: no gradient reached it
-        for run in program.backward_runs:
-            run(slots)
+        program.run_backward(slots)
         return tuple([None if k is None else Tensor.from_array(slots[k], ctx.backend)
                       for k in program.grad_slots])

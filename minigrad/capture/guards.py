@@ -9,6 +9,7 @@ another), a module with its `training` flag and attributes, a Python list by its
 optimizer's settings are not: its update reads them at replay (the learning rate a scheduler
 sets, Adam's step count).
 """
+import collections
 import functools
 import types
 
@@ -72,8 +73,8 @@ def environment(fn, args, kwargs, named=True):
             return
         if isinstance(value, Tensor):   # its array by identity: shape and dtype stay with it
             note((id(value), id(value.array), value.requires_grad))
-            state.add(id(value.array))
-            if path is not None:
+            if named:
+                state.add(id(value.array))
                 names.setdefault(id(value.array), path)
             return
         if id(value) in seen or depth > _DEEPEST:
@@ -81,13 +82,17 @@ def environment(fn, args, kwargs, named=True):
             return
         seen.add(id(value))
         depth += 1
+        # (below, an atom among the items is noted at once: visit(atom) would note the same)
         if isinstance(value, Module):
             note(("module", id(value), value.training))
             for key, item in vars(value).items():
-                if key in ("_parameters", "_buffers", "_modules"):
+                if type(item) in _ATOMS:
+                    if key != "training":
+                        note((type(item), item))
+                elif key in ("_parameters", "_buffers", "_modules"):
                     for name, child in item.items():
                         visit(child, path and f"{path}.{name}", depth)
-                elif key != "training":
+                else:
                     visit(item, path and f"{path}.{key}", depth)
         elif isinstance(value, Optimizer):
             groups = [g["params"] for g in value.param_groups]
@@ -100,11 +105,17 @@ def environment(fn, args, kwargs, named=True):
         elif kind in (list, tuple):
             note((kind, len(value)))
             for i, item in enumerate(value):
-                visit(item, path and f"{path}[{i}]", depth)
-        elif kind is dict:
+                if type(item) in _ATOMS:
+                    note((type(item), item))
+                else:
+                    visit(item, path and f"{path}[{i}]", depth)
+        elif kind is dict or kind is collections.OrderedDict:   # a module's hooks too
             note((dict, tuple([_atom(k) for k in value])))
             for key, item in value.items():
-                visit(item, path and f"{path}[{key!r}]", depth)
+                if type(item) in _ATOMS:
+                    note((type(item), item))
+                else:
+                    visit(item, path and f"{path}[{key!r}]", depth)
         elif kind is types.FunctionType and not _library(value):
             note(("function", id(value)))
             for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (),

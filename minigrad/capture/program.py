@@ -48,9 +48,11 @@ class Program:
         kept = steps_module.slots_read(self.result)
         if wrt is not None:
             kept |= set(self.output_slots) | {k for k in self.grad_slots if k is not None}
-        self.runs = _runners(self.steps, kept)
-        if wrt is not None:
-            self.forward_runs, self.backward_runs = self.runs[:self.split], self.runs[self.split:]
+        if wrt is None:
+            self.run = _compiled(self.steps, kept, "replay")
+        else:
+            self.run_forward, self.run_backward = _compiled(self.steps, kept, "forward",
+                                                            self.split)
         self.guards = [(function, steps_module.getter(spec), value)
                        for function, spec, value in tracer.guards]
         self.signature += tuple((steps_module.identity(("const", function)),
@@ -73,8 +75,7 @@ class Program:
                 s[slot] = out
             return self.get_result(s)
         with switched_to(False):
-            for run in self.runs:
-                run(s)
+            self.run(s)
         return self.get_result(s)
 
     @property
@@ -103,9 +104,10 @@ def _swapped(spec, slots):
     return spec
 
 
-def _runners(steps, kept):
-    """Each step's runner, which then drops the slots it read or wrote for the last time
-    (but those the call returns)."""
+def _compiled(steps, kept, name, split=None):
+    """The steps as one Python function of the slots (two, the forward and the backward,
+    with a `split`), each step followed by dropping the slots it read or wrote for the last
+    time (but those in `kept`, which the call returns)."""
     last = {}
     for i, step in enumerate(steps):
         for slot in step.reads | step.writes:
@@ -115,7 +117,23 @@ def _runners(steps, kept):
         if slot not in kept:
             dead[i].append(slot)
     used = {step.context for step in steps if isinstance(step, steps_module.Backward)}
-    return [step.runner(tuple(gone), used) for step, gone in zip(steps, dead, strict=True)]
+    made_by_backward = {k for step in steps if isinstance(step, steps_module.Backward)
+                        for k in step.writes}
+    parts = [(name, 0, len(steps))] if split is None else [
+        ("forward", 0, split), ("backward", split, len(steps))]
+    functions = []
+    for part, start, stop in parts:
+        source = steps_module.Source()
+        for i, gone in zip(range(start, stop), dead[start:stop], strict=True):
+            step = steps[i]
+            if isinstance(step, steps_module.Call) and step.hands_over(gone, made_by_backward):
+                step.write(source, used, owned=True)
+            else:
+                step.write(source, used)
+            if gone:
+                source.lines.append(" = ".join(f"s[{k}]" for k in gone) + " = None")
+        functions.append(source.function(part))
+    return functions[0] if split is None else functions
 
 
 def _fingerprint(value, tracer):

@@ -31,6 +31,7 @@ class Tracer:
         self.produced = set()  # the slots steps write
         self.steps = []
         self.guards = []       # (function, args spec, the value it gave)
+        self.kernels = {}      # context slot -> the backward of the op's replay (Op.replay)
         self.split = None      # where the backward of a differentiable call begins
         self.seeds = []        # its slots for the gradients of the outputs
         self.grads = []        # its slots of the gradient of each input (or None)
@@ -131,11 +132,15 @@ class Tracer:
             arrays, result = _forward(op, ctx, arrays, attrs)
         many = type(result) is tuple
         results = result if many else (result,)
+        scalars = tuple([not is_array(r) for r in results])
         results = tuple([_backend_array(r, ctx.backend, op) for r in results])
         outputs = tuple([self.output(r)[1] for r in results])
         context = self._new(ctx)
+        kernels = None if op.replay is None else op.replay(ctx, **attrs)
+        if kernels is not None:
+            self.kernels[context] = kernels[1]
         self.steps.append(steps.Forward(op, backend, needs, inputs, attr_spec, outputs,
-                                        context, many))
+                                        context, many, kernels and kernels[0], scalars))
         return arrays, (results if many else results[0])
 
     def backward(self, op, ctx, grads, arrays, plain):
@@ -155,8 +160,9 @@ class Tracer:
             result = op.backward(ctx, *grads)
         many = type(result) is tuple
         results = list(result if many else (result,))
-        outputs = []
+        outputs, scalars = [], []
         for i, g in enumerate(results):
+            scalars.append(g is not None and not isinstance(g, Tensor) and not is_array(g))
             if isinstance(g, Tensor):
                 outputs.append(self.output(g.array)[1])
             else:
@@ -164,7 +170,8 @@ class Tracer:
                 outputs.append(slot)
         if context is not None:
             self.steps.append(steps.Backward(op, ctx.backend, context, inputs, tuple(outputs),
-                                             arrays))
+                                             arrays, self.kernels.get(context), many,
+                                             tuple(scalars)))
         return tuple(results) if many else results[0]
 
     def call(self, function, args, kwargs):
@@ -174,15 +181,18 @@ class Tracer:
         with paused():
             result = function(*args, **kwargs)
         if isinstance(result, Tensor):
-            outputs = (self.output(result.array)[1],)
+            outputs, scalars = (self.output(result.array)[1],), (False,)
         elif type(result) is tuple:
+            scalars = tuple([isinstance(r, numpy.generic) for r in result])
             pairs = [self.output(r) for r in result]
             result, outputs = tuple(r for r, _ in pairs), tuple(k for _, k in pairs)
         else:
+            scalars = (isinstance(result, numpy.generic),)
             result, slot = self.output(result)
             outputs = (slot,)
         self.steps.append(steps.Call(function, arg_spec, kwarg_spec, outputs,
-                                     "tensor" if isinstance(result, Tensor) else type(result)))
+                                     "tensor" if isinstance(result, Tensor) else type(result),
+                                     scalars))
         return result
 
     def guard(self, function, args):

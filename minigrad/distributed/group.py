@@ -461,9 +461,16 @@ def _on_gpu(array):
 _OPS = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}
 
 
+# a collective called by the function mg.compile captures, not by a recorded step (an op, a
+# layer's buffer update, DistributedDataParallel's): its checks between ranks are Python that
+# a replay would skip on one rank while another traces
+_CALLED_DIRECTLY = ("a collective of minigrad.distributed is called outside the ops and "
+                    "DistributedDataParallel")
+
+
 def allreduce_array(array, op="sum", owner=None):
     """Combine `array` over all ranks in place: sum, mean, max or min (elementwise)."""
-    tracing.refuse("a collective of minigrad.distributed runs (not replayed yet)")
+    tracing.refuse(_CALLED_DIRECTLY)
     if op not in _OPS:
         raise ValueError(f"all_reduce: op must be one of {sorted(_OPS)}, not {op!r}")
     comm, MPI = communicator(), _mpi()
@@ -486,7 +493,7 @@ def allreduce_array(array, op="sum", owner=None):
 
 def broadcast_array(array, src=0, owner=None):
     """Overwrite `array` on every rank with rank `src`'s."""
-    tracing.refuse("a collective of minigrad.distributed runs (not replayed yet)")
+    tracing.refuse(_CALLED_DIRECTLY)
     comm = communicator()
     if not 0 <= src < comm.Get_size():
         raise ValueError(f"broadcast: src {src} is not a rank of a world of {comm.Get_size()}")
@@ -508,7 +515,7 @@ def allgather_array(array, check=None, owner=None):
     """A new array of shape (world_size, *array.shape) holding every rank's `array` in order.
     `check`: (what, description of the call) that every rank's must equal, sent with the payload
     (the ranks' sizes must already agree)."""
-    tracing.refuse("a collective of minigrad.distributed runs (not replayed yet)")
+    tracing.refuse(_CALLED_DIRECTLY)
     comm = communicator()
     start = time.perf_counter()
     on_gpu = _on_gpu(array)

@@ -82,16 +82,17 @@ class SyncBatchNormStep(Op):
         return tuple([next(grads) if need else None for need in ctx.needs_input_grad])
 
 
-def composed_sync_batch_norm(x, gamma, beta, eps=1e-5, check=None):
+def composed_sync_batch_norm(x, gamma, beta, eps=1e-5, check=None, count_tensor=False):
     """(y, mean, var, count) as `sync_batch_norm`, by recorded ops: sync_normalize, mul, add."""
-    y, mean, var, count = sync_normalize(x, (0,) + tuple(range(2, x.ndim)), eps, check)
+    y, mean, var, count = sync_normalize(x, (0,) + tuple(range(2, x.ndim)), eps, check,
+                                         count_tensor)
     return affine_channels(y, gamma, beta), mean, var, count
 
 
-def sync_batch_norm(x, gamma=None, beta=None, eps=1e-5, check=None):
+def sync_batch_norm(x, gamma=None, beta=None, eps=1e-5, check=None, count_tensor=False):
     """(y, mean, var, count): batch norm of (N, C, *) input over axis 1's complement with the
     statistics of every rank's x together, scaled by (C,) gamma and shifted by (C,) beta (either
-    may be None), in one op. `check` as for `sync_normalize`."""
+    may be None), in one op. `check` and `count_tensor` as for `sync_normalize`."""
     y, mean, var, count = SyncBatchNormStep.apply(x, gamma, beta, eps=eps, check=check)
-    return y, mean, var, int(count.item())
+    return y, mean, var, count if count_tensor else int(count.item())
 

@@ -116,10 +116,12 @@ class SyncNormalize(Op):
         return Tensor.from_array(dx.astype(x.dtype, copy=False), ctx.backend)
 
 
-def sync_normalize(x, axes, eps=1e-5, check=None):
+def sync_normalize(x, axes, eps=1e-5, check=None, count_tensor=False):
     """(y, mean, var, count): x normalized over `axes` with the statistics of every rank's x
     together (biased var, kept dims, not requiring grad) and the number of values behind each.
     `check`: an object (the calling layer) for which the ranks' statistics shapes are compared
-    in a message of their own only once (the dtype and step travel with every call's numbers)."""
+    in a message of their own only once (the dtype and step travel with every call's numbers).
+    `count_tensor`: the count as a 0-d tensor, not read into Python (SyncBatchNorm's, so that
+    a step mg.compile replays takes each call's count of every rank)."""
     y, mean, var, count = SyncNormalize.apply(x, axes=axes, eps=eps, check=check)
-    return y, mean, var, int(count.item())
+    return y, mean, var, count if count_tensor else int(count.item())

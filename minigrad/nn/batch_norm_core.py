@@ -45,6 +45,7 @@ def update_running_stats(running_mean, running_var, mean, var, count, factor):
 
 
 def _move_running_stats(running_mean, running_var, mean, var, count, factor):
+    count = int(count)   # a 0-d array from SyncBatchNorm: all ranks' values, read at each call
     unbiased = var.array * (count / (count - 1))
     for running, batch in ((running_mean, mean.array), (running_var, unbiased)):
         running.array *= 1.0 - factor

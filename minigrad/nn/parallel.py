@@ -27,7 +27,7 @@ import weakref
 
 import numpy
 
-from .. import autograd, hooks
+from .. import autograd, hooks, tracing
 from ..distributed import group
 from ..tensor import from_data
 from ..version import bump_version
@@ -134,11 +134,12 @@ class DistributedDataParallel(Module):
                                                      autograd.is_grad_enabled())
                                     | BUFFERS * (training and self.broadcast_buffers))
             src = int(numpy.flatnonzero(flags)[0])   # the first rank with inputs
+        # steps of a program mg.compile captures: a replay counts and broadcasts again
         if training and self._sync and autograd.is_grad_enabled():
-            group.where["step"] += 1
+            tracing.run(_next_step)
         if self.broadcast_buffers and training:
             for bucket in self._buffer_buckets:
-                _broadcast(bucket, src, self._owner)
+                tracing.run(_broadcast, bucket, src, self._owner)
         return self.module(*args, **kwargs)
 
     def _average_gradients(self, leaves):
@@ -268,6 +269,10 @@ class DistributedDataParallel(Module):
 
     def load_state_dict(self, state_dict, strict=True):
         return self.module.load_state_dict(state_dict, strict)
+
+
+def _next_step():
+    group.where["step"] += 1
 
 
 def _broadcast(bucket, src=0, owner=None):

@@ -31,11 +31,15 @@ class SyncBatchNorm(_BatchNorm):
             return super().forward(input)
         self._check_input(input, batch_facts=False)   # the step checks across ranks
         step = composed_sync_batch_norm if self.fused is False else sync_batch_norm
-        y, mean, var, count = step(input, self.weight, self.bias, self.eps, check=self)
+        # the count of every rank's values as a 0-d array: the running statistics' update
+        # reads it (a compiled step, replayed, reads each call's), Python only where it counts
+        y, mean, var, count = step(input, self.weight, self.bias, self.eps, check=self,
+                                   count_tensor=True)
         if self.track_running_stats:
-            with self._counted_batch(count) as factor:
+            counted = None if self._population_count is None else int(count.item())
+            with self._counted_batch(counted) as factor:
                 update_running_stats(self.running_mean, self.running_var, mean.reshape(-1),
-                                     var.reshape(-1), count, factor)
+                                     var.reshape(-1), count.array, factor)
         return y
 
     @classmethod

@@ -92,11 +92,21 @@ class Op:
     nothing then runs the formula on the arrays themselves (the gradients and `ctx.saved` are
     arrays), skipping a tensor and a dispatch for every step of it. Such a formula calls
     another op with `Op.either`, which takes tensors or arrays.
+
+    An op may also define `replay(ctx, **attrs)`, for a program that mg.compile replays
+    (minigrad/capture/): called once, after a traced forward filled `ctx`, it returns
+    `(forward, backward)` for the calls of that step, or None. `forward(*arrays)` (with
+    `**attrs` too where they hold arrays) returns (forward's result, what backward needs);
+    `backward(saved, *grads)` returns what the op's backward returns on arrays. Both run the
+    same array expressions as forward and backward, so the bits are the same; what they skip
+    is what the shapes and attrs decide, worked out once from `ctx`: the checks (the program's
+    guards hold the shapes and dtypes), the axes, which inputs need a gradient, the Context.
     """
 
     read_only_inputs = True   # see __init_subclass__
     array_backward = False    # see above; tests/test_array_backward.py holds each to the bit
     batching = None           # the op's batching rule for vmap (minigrad/func/batching.py)
+    replay = None             # see above; tests/test_compile.py holds a replay to eager's bits
 
     def __init_subclass__(cls, **kwargs):
         """Ops defined outside minigrad get read-only views of their inputs in forward (on the

@@ -3,10 +3,14 @@
 Each backward is the chain rule for one function, written with tensor ops so that it can be
 differentiated again; `unbroadcast` sums a gradient back to the shape of a broadcast input.
 """
+import operator
+
+import numpy
+
 from ..backends import select
 from ..backends.select import keep_mask
 from ..dtypes import as_dtype
-from ..shapes import broadcast_clash, unbroadcast
+from ..shapes import broadcast_clash, unbroadcast, unbroadcaster
 from ..tensor import Tensor
 from ._promotion import promote, result_type, to_floating
 from .base import Op
@@ -28,6 +32,24 @@ def _remember_shapes(ctx, op, a, b):
     if a.shape != b.shape and a.ndim and b.ndim:   # equal shapes and scalars always do
         _check_broadcast(op, a, b)
     ctx.shapes = a.shape, b.shape
+
+
+def _replay(ctx, forward, grads, saves=True):
+    """`Op.replay` of a binary op: its forward, keeping its inputs for the backward when it
+    `saves` them, and its backward, `grads(a, b, g, needs_a, needs_b)` -> (da, db) then
+    unbroadcast, the shapes worked out once."""
+    a_shape, b_shape = ctx.shapes
+    out_shape = numpy.broadcast_shapes(a_shape, b_shape)
+    needs_a, needs_b = ctx.needs_input_grad[:2]
+    to_a, to_b = unbroadcaster(out_shape, a_shape), unbroadcaster(out_shape, b_shape)
+
+    def backward(saved, g):
+        a, b = saved or (None, None)
+        da, db = grads(a, b, g, needs_a, needs_b)
+        return (to_a(da) if needs_a else None, to_b(db) if needs_b else None)
+    if saves:
+        return (lambda a, b: (forward(a, b), (a, b))), backward
+    return (lambda a, b: (forward(a, b), None)), backward
 
 
 def _grads(ctx, grad_a, grad_b, first=0):
@@ -56,6 +78,10 @@ class Add(Op):
         return _grads(ctx, lambda: g, lambda: g)
 
     @staticmethod
+    def replay(ctx):
+        return _replay(ctx, operator.add, lambda a, b, g, needs_a, needs_b: (g, g), False)
+
+    @staticmethod
     def jvp(ctx, da, db):
         return total(da, db)
 
@@ -80,6 +106,11 @@ class Sub(Op):
     @staticmethod
     def backward(ctx, g):
         return _grads(ctx, lambda: g, lambda: -g)
+
+    @staticmethod
+    def replay(ctx):
+        return _replay(ctx, operator.sub,
+                       lambda a, b, g, needs_a, needs_b: (g, -g if needs_b else None), False)
 
     @staticmethod
     def jvp(ctx, da, db):
@@ -120,6 +151,11 @@ class Mul(Op):
         a, b = ctx.saved
         return _grads(ctx, lambda: g * b, lambda: g * a)
 
+    @staticmethod
+    def replay(ctx):
+        return _replay(ctx, operator.mul, lambda a, b, g, needs_a, needs_b: (
+            g * b if needs_a else None, g * a if needs_b else None))
+
     jvp = staticmethod(product_rule)
 
 
@@ -145,6 +181,13 @@ class Div(Op):
         a, b = ctx.saved
         da = g / b   # db = -(g / b) * a / b: da's division done once, b^2 never formed
         return _grads(ctx, lambda: da, lambda: -da * a / b)
+
+    @staticmethod
+    def replay(ctx):
+        def grads(a, b, g, needs_a, needs_b):
+            da = g / b
+            return da, -da * a / b if needs_b else None
+        return _replay(ctx, operator.truediv, grads)
 
     @staticmethod
     def jvp(ctx, da, db):
@@ -197,12 +240,21 @@ class Pow(Op):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved
-        p = ctx.exponent
-        if p == 0:
-            return g * 0
-        return g * p * a ** (p - 1) if p != 1 else g
+        return _power_grad(g, a, ctx.exponent)
 
     jvp = backward   # a diagonal Jacobian is its own transpose
+
+    @staticmethod
+    def replay(ctx, exponent):
+        return (lambda a: (_integer_power(a, exponent), a),
+                lambda a, g: _power_grad(g, a, exponent))
+
+
+def _power_grad(g, a, p):
+    """g * d(a ** p)/da for a number p."""
+    if p == 0:
+        return g * 0
+    return g * p * a ** (p - 1) if p != 1 else g
 
 
 class PowTensor(Op):
@@ -514,9 +566,22 @@ class Tanh(Op):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved
-        return g * (1 - out * out)
+        return _tanh_grad(g, out)
 
     jvp = backward   # a diagonal Jacobian is its own transpose
+
+    @staticmethod
+    def replay(ctx):
+        tanh = ctx.xp.tanh
+
+        def forward(a):
+            out = tanh(a)
+            return out, out
+        return forward, lambda out, g: _tanh_grad(g, out)
+
+
+def _tanh_grad(g, out):
+    return g * (1 - out * out)
 
 
 def tanh(a):

@@ -166,6 +166,19 @@ class GetItem(Op):
 
     jvp = staticmethod(linear)
 
+    @staticmethod
+    def replay(ctx, index, gathers):
+        """For an index read in one step (no IntsFirst); IndexAdd's forward as the backward."""
+        if type(index) is IntsFirst:
+            return None
+        ellipsis = not gathers and not any(part is Ellipsis for part in index)
+        xp, shape = ctx.xp, ctx.in_shape
+
+        def forward(x, index=index, gathers=gathers):   # the attrs come where they hold arrays
+            return x[(*index, Ellipsis) if ellipsis else index], index
+
+        return forward, lambda index, g: _scattered(xp, g, shape, index, gathers)
+
 
 class IndexAdd(Op):
     """zeros(shape) with g added at `index` (numpy.add.at: repeated indices accumulate);
@@ -180,18 +193,23 @@ class IndexAdd(Op):
     @staticmethod
     def forward(ctx, g, shape, index, gathers):
         ctx.index, ctx.gathers = index, gathers
-        out = ctx.xp.zeros(shape, dtype=g.dtype)
-        if gathers:
-            ctx.xp.add.at(*split(out, index), g)
-        else:   # every element is hit at most once: plain assignment is the scatter
-            put(out, index, g)
-        return out
+        return _scattered(ctx.xp, g, shape, index, gathers)
 
     @staticmethod
     def backward(ctx, gg):
         return GetItem.apply(gg, index=ctx.index, gathers=ctx.gathers)
 
     jvp = staticmethod(linear)
+
+
+def _scattered(xp, g, shape, index, gathers):
+    """zeros(shape) with g added at `index`: IndexAdd's forward."""
+    out = xp.zeros(shape, dtype=g.dtype)
+    if gathers:
+        xp.add.at(*split(out, index), g)
+    else:   # every element is hit at most once: plain assignment is the scatter
+        put(out, index, g)
+    return out
 
 
 class IndexPut(Op):

@@ -64,6 +64,20 @@ class MatMul(Op):
 
     jvp = staticmethod(product_rule)
 
+    @staticmethod
+    def replay(ctx):
+        """Matrices only (the backward's reshapes and unbroadcast then do nothing)."""
+        a, b = ctx.saved_arrays
+        if a.ndim != 2 or b.ndim != 2:
+            return None
+        matmul, (needs_a, needs_b) = ctx.xp.matmul, ctx.needs_input_grad
+
+        def backward(saved, g):
+            a, b = saved
+            return (g @ b.swapaxes(-1, -2) if needs_a else None,
+                    a.swapaxes(-1, -2) @ g if needs_b else None)
+        return (lambda a, b: (matmul(a, b), (a, b))), backward
+
 
 def _product(a, b):
     """a @ b; a stack of outer products (a contraction of length 1, as a per-example weight's

@@ -105,8 +105,6 @@ class CrossEntropy(Op):
 
     @staticmethod
     def forward(ctx, logits, q, divisor, ignored, reduction, unit_rows=False, masked=False):
-        xp = ctx.xp
-        log_probs = _log_softmax(xp, logits, 1)
         # no ignored row (read at once where the device can say so): no select in backward
         if ignored is not None and not ctx.backend.defers_checks and not ignored.any():
             ignored = None
@@ -114,12 +112,9 @@ class CrossEntropy(Op):
         ctx.unit_rows = unit_rows = unit_rows and ignored is None
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
         ctx.save(logits, q)
-        ctx.log_probs = log_probs   # an intermediate: backward recomputes it when recorded
-        terms = q * log_probs
-        losses = -(xp.where(q != 0, terms, 0) if masked else terms).sum(axis=1)
-        if reduction == "none":
-            return losses
-        return losses.sum() / divisor if reduction == "mean" else losses.sum()
+        # log_probs, an intermediate: backward recomputes it when recorded
+        ctx.log_probs, result = _losses(ctx.xp, logits, q, reduction, divisor, masked)
+        return result
 
     @staticmethod
     def backward(ctx, g):
@@ -128,20 +123,23 @@ class CrossEntropy(Op):
             log_probs = LogSoftmax.apply(logits, axis=1)
         else:
             log_probs = ctx.log_probs
-        if ctx.reduction == "none":
-            scale = g.reshape((g.shape[0], 1))
-        else:
-            scale = g / ctx.divisor if ctx.reduction == "mean" else g
-        need_logits, need_q = ctx.needs_input_grad[:2]
-        probs = either.exp(log_probs)
-        if need_q:   # q is a tensor input: its row sums must be differentiated too
-            probs = probs * q.sum(axis=1, keepdims=True)
-        elif ctx.q_total is not None:
-            probs = probs * ctx.q_total
-        dlogits = (probs - q) * scale if need_logits else None
-        if dlogits is not None and ctx.ignored is not None:
-            dlogits = either.where(ctx.ignored[:, None], 0, dlogits)
-        return dlogits, -log_probs * scale if need_q else None, None, None
+        return _gradients(g, log_probs, q, ctx.reduction, ctx.divisor, ctx.q_total, ctx.ignored,
+                          ctx.needs_input_grad[:2]) + (None, None)
+
+    @staticmethod
+    def replay(ctx, reduction, unit_rows=False, masked=False):
+        """Keeps q, log_probs and the row sums of q for the backward, on arrays; reads whether
+        any row is ignored again, as forward does."""
+        xp, needs, defers = ctx.xp, ctx.needs_input_grad[:2], ctx.backend.defers_checks
+
+        def forward(logits, q, divisor, ignored, reduction=reduction, unit_rows=unit_rows,
+                    masked=masked):
+            if ignored is not None and not defers and not ignored.any():
+                ignored = None
+            q_total = None if unit_rows and ignored is None else q.sum(axis=1, keepdims=True)
+            log_probs, result = _losses(xp, logits, q, reduction, divisor, masked)
+            return result, (log_probs, q, reduction, divisor, q_total, ignored)
+        return forward, lambda saved, g: _gradients(g, *saved, needs) + (None, None)
 
     @staticmethod
     def jvp(ctx, dlogits, dq, ddivisor, dignored):
@@ -153,6 +151,34 @@ class CrossEntropy(Op):
         if ctx.reduction == "none":
             return dlosses
         return dlosses.sum() / ctx.divisor if ctx.reduction == "mean" else dlosses.sum()
+
+
+def _losses(xp, logits, q, reduction, divisor, masked):
+    """(log_softmax of the logits, the reduced losses): CrossEntropy's forward."""
+    log_probs = _log_softmax(xp, logits, 1)
+    terms = q * log_probs
+    losses = -(xp.where(q != 0, terms, 0) if masked else terms).sum(axis=1)
+    if reduction == "none":
+        return log_probs, losses
+    return log_probs, losses.sum() / divisor if reduction == "mean" else losses.sum()
+
+
+def _gradients(g, log_probs, q, reduction, divisor, q_total, ignored, needs):
+    """(dlogits, dq): CrossEntropy's backward, on tensors or arrays."""
+    if reduction == "none":
+        scale = g.reshape((g.shape[0], 1))
+    else:
+        scale = g / divisor if reduction == "mean" else g
+    need_logits, need_q = needs
+    probs = either.exp(log_probs)
+    if need_q:   # q is a tensor input: its row sums must be differentiated too
+        probs = probs * q.sum(axis=1, keepdims=True)
+    elif q_total is not None:
+        probs = probs * q_total
+    dlogits = (probs - q) * scale if need_logits else None
+    if dlogits is not None and ignored is not None:
+        dlogits = either.where(ignored[:, None], 0, dlogits)
+    return dlogits, -log_probs * scale if need_q else None
 
 
 _REDUCTIONS = ("mean", "sum", "none")

@@ -25,13 +25,29 @@ MinResult = collections.namedtuple("min", ["values", "indices"])
 def _kept(g, ctx):
     """The output gradient viewed with the reduced axes kept (length 1), so it broadcasts
     against the input (no op run for a single number or a keepdims result)."""
-    kept = kept_shape(ctx.in_shape, ctx.axes)
+    return _kept_as(g, kept_shape(ctx.in_shape, ctx.axes))
+
+
+def _kept_as(g, kept):
     return g if g.ndim == 0 or g.shape == kept else g.reshape(kept)
 
 
 def _spread(g, ctx):
     """The output gradient broadcast back to the input shape."""
     return either.broadcast_to(_kept(g, ctx), ctx.in_shape)
+
+
+def _spreader(ctx):
+    """`_spread` on arrays, the reshape to the kept shape decided once (mg.compile's replay)."""
+    kept, in_shape, broadcast_to = kept_shape(ctx.in_shape, ctx.axes), ctx.in_shape, \
+        ctx.xp.broadcast_to
+    return lambda g: broadcast_to(_kept_as(g, kept), in_shape)
+
+
+def _mean_of(ctx, axes, keepdims):
+    """x.mean over `axes` as a function for one replayed step (mg.compile): the backend's
+    kernel (x.mean's bits, less Python per call)."""
+    return ctx.backend.kernel("mean")(ctx.in_shape, axes, keepdims)
 
 
 def _reduce_setup(ctx, name, x, axis):
@@ -94,6 +110,13 @@ class Mean(Op):
         return _spread(g / ctx.count, ctx) if ctx.count else _spread(g, ctx)
 
     jvp = staticmethod(linear)
+
+    @staticmethod
+    def replay(ctx, axis, keepdims):
+        if not ctx.count:
+            return None
+        count, spread, mean = ctx.count, _spreader(ctx), _mean_of(ctx, ctx.axes, keepdims)
+        return (lambda x: (mean(x), None)), lambda saved, g: spread(g / count)
 
 
 def mean(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -232,8 +255,7 @@ class Var(Op):
         if ctx.empty:
             return x.sum(axis=ctx.axes, keepdims=keepdims) * nan
         ctx.save(x)
-        centered = x - x.mean(axis=ctx.axes, keepdims=True)
-        squares = (centered * centered).sum(axis=ctx.axes, keepdims=keepdims)
+        _, squares = _squares(x, ctx.axes, keepdims)
         if ctx.dof > 0:
             return squares / ctx.dof
         return ctx.xp.where(squares == 0, nan, x.dtype.type("inf"))
@@ -252,6 +274,27 @@ class Var(Op):
         return centered * (_kept(g, ctx) * scale)   # as PyTorch: g * scale first, not per element
 
     jvp = staticmethod(reduced)
+
+    @staticmethod
+    def replay(ctx, axis, keepdims, correction):
+        """The same sums; `centered` is kept for the backward (the values its recomputation
+        gives) in place of x."""
+        if ctx.empty or ctx.dof <= 0:
+            return None
+        axes, dof, scale = ctx.axes, ctx.dof, 2.0 / ctx.dof
+        kept, mean = kept_shape(ctx.in_shape, axes), _mean_of(ctx, axes, True)
+
+        def forward(x):
+            centered, squares = _squares(x, axes, keepdims, mean)
+            return squares / dof, centered
+        return forward, lambda centered, g: centered * (_kept_as(g, kept) * scale)
+
+
+def _squares(x, axes, keepdims, mean=None):
+    """(x minus its mean over `axes` (by `mean`, a function of x, where given), the sum of its
+    squares): var's two passes."""
+    centered = x - (x.mean(axis=axes, keepdims=True) if mean is None else mean(x))
+    return centered, (centered * centered).sum(axis=axes, keepdims=keepdims)
 
 
 def _correction(op, unbiased, correction):

@@ -28,6 +28,11 @@ class Reshape(Op):
 
     jvp = staticmethod(linear)
 
+    @staticmethod
+    def replay(ctx, shape):
+        in_shape = ctx.in_shape
+        return (lambda x: (x.reshape(shape), None)), (lambda saved, g: g.reshape(in_shape))
+
 
 def reshape(x, shape):
     return Reshape.apply(x, shape=check_sizes("reshape", shape, allow_infer=True))
