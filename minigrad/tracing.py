@@ -50,16 +50,6 @@ def run(function, *args, **kwargs):
     return tracer.call(function, args, kwargs)
 
 
-def guard(function, *args):
-    """`function(*args)`, a Python value read from arrays that decides a branch (what a loss's
-    targets hold); while a call is captured, a guard of its program: a replay computes it
-    again first and, where it differs, the call is traced again instead."""
-    tracer = _state.tracer if capturing else None
-    if tracer is None:
-        return function(*args)
-    return tracer.guard(function, args)
-
-
 def refuse(reason):
     """Something a replay could not do again happens: a capture under way will not replay."""
     tracer = _state.tracer if capturing else None

@@ -395,9 +395,10 @@ def test_gradient_clipping_inside_the_step():
     assert same_bits(compiled.fn.model.weight, eager.model.weight)
 
 
-def test_a_guard_on_the_targets_traces_again_when_they_change_kind():
-    """cross_entropy's branch on its targets (tracing.guard): a batch holding ignore_index
-    after the program was made for batches without it is traced again, never replayed wrong."""
+def test_targets_that_change_kind_replay_right():
+    """cross_entropy's branch on its targets (in range? ignore_index among them?) is read in its
+    class_targets op, whose forward runs again at every replay: a batch holding ignore_index
+    after the program was made for batches without it gives eager's bits."""
     w = mg.tensor(np.random.default_rng(4).standard_normal((4, 5)).astype(np.float32),
                   requires_grad=True)
 

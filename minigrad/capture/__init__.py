@@ -23,7 +23,7 @@ from .. import forward_ad, grad_mode, tracing, vmap_levels
 from ..nn.module import Module
 from .differentiable import outputs_needing_grad, trace_backward
 from .guards import call_key, environment
-from .program import MISSED, Program
+from .program import Program
 from .tracer import Tracer
 
 
@@ -77,9 +77,7 @@ class Compiled:
             return self.fn(*args, **kwargs)
         if entry is not None and entry.program is not None and (
                 environment(self.fn, args, kwargs, named=False)[0] == entry.environment):
-            result = entry.program(tensors)
-            if result is not MISSED:
-                return result
+            return entry.program(tensors)
         if self.traces >= 2 * self.cache_size:
             self._warn(f"traced {self.traces} times (cache_size={self.cache_size}); it runs "
                        "eagerly from now on. Calls differ each time in what the guards see "

@@ -1,8 +1,6 @@
 """`Program`: the steps of one traced call, replayed on the arrays of a later one.
 
-A replay fills the slots (the call's tensors, the constants by reference), checks the guards
-(values that decided a branch while tracing: a different one gives back `MISSED`, and the
-call is traced again), runs each step and
+A replay fills the slots (the call's tensors, the constants by reference), runs each step and
 drops each slot after the last step that reads it (so an activation is freed after its
 backward formula, as eager mode frees it), then builds the return value: tensors made by the
 program come back as new tensors that require no grad.
@@ -11,8 +9,6 @@ from ..grad_mode import switched_to
 from . import steps as steps_module
 from .differentiable import CompiledCall
 from .tracer import is_array
-
-MISSED = object()   # what a replay whose guard failed returns
 
 
 class Program:
@@ -53,11 +49,6 @@ class Program:
         else:
             self.run_forward, self.run_backward = _compiled(self.steps, kept, "forward",
                                                             self.split)
-        self.guards = [(function, steps_module.getter(spec), value)
-                       for function, spec, value in tracer.guards]
-        self.signature += tuple((steps_module.identity(("const", function)),
-                                 steps_module.identity(spec), value)
-                                for function, spec, value in tracer.guards)
 
     def __call__(self, tensors):
         s = self.template.copy()
@@ -65,9 +56,6 @@ class Program:
             s[slot] = tensors[i].array
         for slot, t in zip(self.arg_slots, tensors, strict=True):
             s[slot] = t
-        for function, get_args, value in self.guards:
-            if function(*get_args(s)) != value:
-                return MISSED
         if self.wrt is not None:   # one node for the call, its backward the backward steps
             outputs = CompiledCall.apply(*[tensors[what] if kind == "arg" else what
                                            for kind, what in self.wrt], program=self, slots=s)

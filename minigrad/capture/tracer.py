@@ -30,7 +30,6 @@ class Tracer:
         self.arg_slots = []    # the slot of each tensor argument itself
         self.produced = set()  # the slots steps write
         self.steps = []
-        self.guards = []       # (function, args spec, the value it gave)
         self.kernels = {}      # context slot -> the backward of the op's replay (Op.replay)
         self.split = None      # where the backward of a differentiable call begins
         self.seeds = []        # its slots for the gradients of the outputs
@@ -194,17 +193,6 @@ class Tracer:
                                      "tensor" if isinstance(result, Tensor) else type(result),
                                      scalars))
         return result
-
-    def guard(self, function, args):
-        """A value that decides a branch (tracing.guard). A replay computes it again before
-        its first step, so it may read only the call's arrays and constants."""
-        spec = self.spec(tuple(args))
-        if steps.slots_read(spec) & self.produced:
-            self.refuse(f"{function.__name__} decides a branch on a value computed in the call")
-        with paused():
-            value = function(*args)
-        self.guards.append((function, spec, value))
-        return value
 
 
 class paused:  # noqa: N801  (a `with` block, like no_grad)
