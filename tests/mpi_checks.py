@@ -533,6 +533,13 @@ def ddp_join_throws_on_every_rank_when_asked_and_refuses_syncbn():
     assert refused and "throw_on_early_termination=True" in refused, refused
 
 
+def _small_bn_net(seed):
+    """Linear, BatchNorm1d, ReLU, Linear in float64, initialised from `seed`."""
+    mg.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(),
+                         nn.Linear(3, 5)).to(dtype="float64")
+
+
 @check
 def ddp_with_syncbn_and_an_empty_local_batch_on_one_rank():
     """Rank 1 has no samples: as in PyTorch its SyncBatchNorm contributes count 0, its
@@ -541,12 +548,9 @@ def ddp_with_syncbn_and_an_empty_local_batch_on_one_rank():
     r, w = rank_and_size()
     sizes = [4] + [0] + [3] * (w - 2)
 
-    def net(seed):
-        mg.manual_seed(seed)
-        return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(),
-                             nn.Linear(3, 5)).to(dtype="float64")
-    reference = net(0)
-    ddp = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(net(r)))
+    reference = _small_bn_net(0)
+    ddp = nn.parallel.DistributedDataParallel(
+        nn.SyncBatchNorm.convert_sync_batchnorm(_small_bn_net(r)))
     rng = np.random.default_rng(2)
     x, target = rng.normal(size=(sum(sizes), 4)), rng.integers(0, 5, sum(sizes))
     part = local_slice(sizes)
@@ -571,12 +575,9 @@ def ddp_mean_loss_with_an_empty_local_batch_takes_pytorchs_step():
     r, w = rank_and_size()
     sizes = [4] + [0] + [3] * (w - 2)
 
-    def net(seed):
-        mg.manual_seed(seed)
-        return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(),
-                             nn.Linear(3, 5)).to(dtype="float64")
-    reference = net(0)
-    ddp = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(net(r)))
+    reference = _small_bn_net(0)
+    ddp = nn.parallel.DistributedDataParallel(
+        nn.SyncBatchNorm.convert_sync_batchnorm(_small_bn_net(r)))
     optimizer = mg.optim.SGD(ddp.parameters(), lr=0.1)
     rng = np.random.default_rng(3)
     x, target = rng.normal(size=(sum(sizes), 4)), rng.integers(0, 5, sum(sizes))
