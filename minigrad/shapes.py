@@ -75,6 +75,11 @@ def normalize_axes(op, axis, dims):
 def broadcast_clash(*shapes):
     """The lengths that stop `shapes` from broadcasting together, or None when they do (NumPy's
     rule: shapes aligned from the right; along each axis the lengths are equal or 1)."""
+    if len(shapes) == 2:   # a binary op's two inputs (every call of an arithmetic op): no sets
+        for x, y in zip(reversed(shapes[0]), reversed(shapes[1])):
+            if x != y and x != 1 and y != 1:
+                return sorted((x, y))
+        return None
     for lengths in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
         distinct = set(lengths)
         distinct.discard(1)

@@ -28,7 +28,8 @@ _PLACE = [Tensor.__dict__[name] for name in ("requires_grad", "_node", "_index")
 def _read_fresh(slot):
     """A property for one slot of a view's place in the graph, taken again first if stale."""
     def read(self):
-        self._take_place_again()
+        if self._view.version != self._version_counter.value:   # inline: read on every op
+            self._take_place_again()
         return slot.__get__(self)
     return property(read, slot.__set__)
 

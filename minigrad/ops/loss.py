@@ -83,16 +83,26 @@ class CrossEntropy(Op):
     (class-index targets) q's zeros are terms that are absent, so a -inf logit at a class with
     q_mc = 0 (a mask) adds 0, not 0 * -inf, as in PyTorch; `ignored` (None: none) marks the
     rows of an ignored target: they get no gradient, even from a "mean" over no row at all
-    (0 / 0).
+    (0 / 0). Plain class indices (no class weights, no smoothing: the usual call) come as
+    they are, integers (M,) in place of q, with `ignore_index` and `input_shape`: forward
+    makes q, ignored and the divisor from them as ClassTargets does (one op, not two).
     jvp: dloss_m = -sum_c (q_mc dlogp_mc + dq_mc logp_mc), dlogp = the
     log_softmax tangent of dlogits, then reduced as the loss is."""
 
     array_backward = True
 
     @classmethod
-    def batching(cls, size, batched, logits, q, divisor, ignored, *, reduction, **rest):
+    def batching(cls, size, batched, logits, q, divisor, ignored, *, reduction, ignore_index=None,
+                 input_shape=None, **rest):
         """The batch's rows as one (B * M, C) call with reduction "none", then each example's
         losses reduced as one call would (by its own divisor, when the targets are batched)."""
+        if ignore_index is not None:   # class indices: their weights first, by ClassTargets
+            targets = ClassTargets.batching if batched[1] else ClassTargets.apply
+            _, q, ignored, kept = targets(
+                *((size, (True, False)) if batched[1] else ()), q, None,
+                classes=logits.shape[-1], ignore_index=ignore_index, dtype=logits.dtype,
+                op="cross_entropy", input_shape=input_shape)
+            divisor, batched = kept, batched[:2] + (batched[1], batched[1])
         logits, q = [v if b else stretched(v, size) for v, b in zip((logits, q), batched[:2],
                                                                       strict=True)]
         if ignored is not None:
@@ -104,14 +114,21 @@ class CrossEntropy(Op):
         return losses.sum(axis=1) / divisor if reduction == "mean" else losses.sum(axis=1)
 
     @staticmethod
-    def forward(ctx, logits, q, divisor, ignored, reduction, unit_rows=False, masked=False):
+    def forward(ctx, logits, q, divisor, ignored, reduction, unit_rows=False, masked=False,
+                ignore_index=None, input_shape=None):
+        ctx.indices = ignore_index is not None
+        if ctx.indices:   # q holds class indices: q, ignored and the divisor from them
+            q, ignored, divisor = _indexed(ctx.xp, ctx.backend, q, logits, reduction,
+                                           ignore_index, input_shape)
         # no ignored row (read at once where the device can say so): no select in backward
         if ignored is not None and not ctx.backend.defers_checks and not ignored.any():
             ignored = None
         ctx.reduction, ctx.divisor, ctx.ignored = reduction, divisor, ignored
         ctx.unit_rows = unit_rows = unit_rows and ignored is None
         ctx.q_total = None if unit_rows else q.sum(axis=1, keepdims=True)
-        ctx.save(logits, q)
+        # class indices: q is made here, a constant that backward reads from ctx
+        ctx.q = q if ctx.indices else None
+        ctx.save(logits, None if ctx.indices else q)
         # log_probs, an intermediate: backward recomputes it when recorded
         ctx.log_probs, result = _losses(ctx.xp, logits, q, reduction, divisor, masked)
         return result
@@ -119,6 +136,7 @@ class CrossEntropy(Op):
     @staticmethod
     def backward(ctx, g):
         logits, q = ctx.saved
+        q = q if ctx.q is None else ctx.q
         if autograd.is_grad_enabled():   # create_graph: the softmax must depend on the logits
             log_probs = LogSoftmax.apply(logits, axis=1)
         else:
@@ -127,13 +145,18 @@ class CrossEntropy(Op):
                           ctx.needs_input_grad[:2]) + (None, None)
 
     @staticmethod
-    def replay(ctx, reduction, unit_rows=False, masked=False):
+    def replay(ctx, reduction, unit_rows=False, masked=False, ignore_index=None,
+               input_shape=None):
         """Keeps q, log_probs and the row sums of q for the backward, on arrays; reads whether
-        any row is ignored again, as forward does."""
-        xp, needs, defers = ctx.xp, ctx.needs_input_grad[:2], ctx.backend.defers_checks
+        any row is ignored again, and class indices, as forward does."""
+        backend, needs = ctx.backend, ctx.needs_input_grad[:2]
+        xp, defers = backend.xp, backend.defers_checks
 
         def forward(logits, q, divisor, ignored, reduction=reduction, unit_rows=unit_rows,
                     masked=masked):
+            if ignore_index is not None:
+                q, ignored, divisor = _indexed(xp, backend, q, logits, reduction, ignore_index,
+                                               input_shape)
             if ignored is not None and not defers and not ignored.any():
                 ignored = None
             q_total = None if unit_rows and ignored is None else q.sum(axis=1, keepdims=True)
@@ -144,6 +167,7 @@ class CrossEntropy(Op):
     @staticmethod
     def jvp(ctx, dlogits, dq, ddivisor, dignored):
         logits, q = ctx.primals[:2]
+        q = q if ctx.q is None else Tensor.from_array(ctx.q, logits.backend)
         log_probs = LogSoftmax.apply(logits, axis=1)   # a tensor: outer levels see it move
         dlosses = -total(
             None if dlogits is None else q * LogSoftmax.jvp_of(log_probs, dlogits, 1),
@@ -151,6 +175,15 @@ class CrossEntropy(Op):
         if ctx.reduction == "none":
             return dlosses
         return dlosses.sum() / ctx.divisor if ctx.reduction == "mean" else dlosses.sum()
+
+
+def _indexed(xp, backend, target, logits, reduction, ignore_index, input_shape):
+    """(q, ignored, divisor) of class indices `target` for `logits` (M, C), as ClassTargets
+    makes them (the divisor only for "mean")."""
+    _, q, ignored, kept = _target_weights(xp, backend, target, None, logits.shape[1],
+                                          ignore_index, logits.dtype, "cross_entropy",
+                                          input_shape)
+    return q, ignored, kept if reduction == "mean" else None
 
 
 def _losses(xp, logits, q, reduction, divisor, masked):
@@ -226,7 +259,8 @@ def _check_weight(op, weight, classes, like):
 class ClassTargets(Op):
     """The target weights of class-index targets (see the module docstring): `onehot` (M, C)
     true at class t_m (a row of False where t_m is ignore_index), q = onehot * w[t_m] in
-    `dtype`, and `ignored` (M,), the rows whose target is ignore_index; constants (`op` and
+    `dtype`, `ignored` (M,), the rows whose target is ignore_index, and `kept` = sum(q), the
+    "mean" reduction's divisor (one op less than a sum after); constants (`op` and
     `input_shape` name the loss and its input in errors). The targets'
     values are read here, in an op, so vmap batches it (each example's rows after one
     another) and a captured step replays it. An index outside [0, C) that is not ignore_index
@@ -239,38 +273,55 @@ class ClassTargets(Op):
         if batched[1]:
             raise RuntimeError(f"vmap: {attrs['op']} takes one class weight for the batch, got "
                                "a weight per example")
-        out = cls.apply(target.reshape((-1,)), weight, **attrs)
-        return tuple([o.reshape((size, -1) + tuple(o.shape[1:])) for o in out])
+        onehot, q, ignored, _ = cls.apply(target.reshape((-1,)), weight, **attrs)
+        onehot, q, ignored = [o.reshape((size, -1) + tuple(o.shape[1:]))
+                              for o in (onehot, q, ignored)]
+        return onehot, q, ignored, q.sum(axis=(1, 2))
 
     @staticmethod
     def forward(ctx, target, weight, classes, ignore_index, dtype, op, input_shape):
-        xp, backend = ctx.xp, ctx.backend
-        flat = target.reshape(-1)
-        onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: a zero row
-        q = onehot.astype(dtype)
-        if weight is not None:
-            q *= weight.astype(dtype, copy=False)
-        ctx.mark_non_differentiable(q)
-        if not backend.defers_checks and flat.size:
-            low, high = backend.to_host(flat.min(), flat.max())
-            if 0 <= low and high < classes and not low <= ignore_index <= high:
-                return onehot, q, xp.zeros(flat.shape, dtype=bool)
-        ignored = flat == ignore_index
-        bad = ~ignored & ((flat < 0) | (flat >= classes))
-        # through backend.check: on the GPU it is read with the next host read (the loss's
-        # .item()), not once per call; meanwhile a bad index just gives a zero row
-        backend.check(bad.any(), lambda: (
-            f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for "
-            f"input of shape {input_shape}"), IndexRangeError)
-        if 0 <= ignore_index < classes:   # an ignore_index inside [0, classes) matches a class
-            onehot &= ~ignored[:, None]
-            q *= ~ignored[:, None]
-        return onehot, q, ignored
+        onehot, q, ignored, kept = _target_weights(ctx.xp, ctx.backend, target, weight, classes,
+                                                   ignore_index, dtype, op, input_shape)
+        ctx.mark_non_differentiable(q, kept)
+        return onehot, q, ignored, kept
+
+
+def _target_weights(xp, backend, target, weight, classes, ignore_index, dtype, op, input_shape):
+    """ClassTargets' forward: (onehot, q, ignored, kept) of class indices `target`."""
+    flat = target.reshape(-1)
+    onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: a zero row
+    q = onehot.astype(dtype)
+    if weight is not None:
+        q *= weight.astype(dtype, copy=False)
+    # kept = sum(q), an array (NumPy sums to a scalar; the mark of ClassTargets needs the array)
+    if not backend.defers_checks and flat.size:
+        low, high = backend.to_host(flat.min(), flat.max())
+        if 0 <= low and high < classes and not low <= ignore_index <= high:
+            return onehot, q, xp.zeros(flat.shape, dtype=bool), xp.asarray(q.sum())
+    ignored = flat == ignore_index
+    bad = ~ignored & ((flat < 0) | (flat >= classes))
+    # through backend.check: on the GPU it is read with the next host read (the loss's
+    # .item()), not once per call; meanwhile a bad index just gives a zero row
+    backend.check(bad.any(), lambda: (
+        f"{op}: target holds class index {int(flat[bad][0])}, outside [0, {classes}) for "
+        f"input of shape {input_shape}"), IndexRangeError)
+    if 0 <= ignore_index < classes:   # an ignore_index inside [0, classes) matches a class
+        onehot &= ~ignored[:, None]
+        q *= ~ignored[:, None]
+    return onehot, q, ignored, xp.asarray(q.sum())
 
 
 def _class_targets(op, input, target, weight, ignore_index):
     """ClassTargets of class-index `target` for `input`, after checking that it fits."""
     target = _as_tensor(op, "target", target, input)
+    _check_indices(op, input, target)
+    return ClassTargets.apply(target, weight, classes=input.shape[0 if input.ndim == 1 else 1],
+                              ignore_index=ignore_index, dtype=input.dtype, op=op,
+                              input_shape=tuple(input.shape))
+
+
+def _check_indices(op, input, target):
+    """A clear error unless `target` holds class indices that fit `input`."""
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype "
                         f"{target.dtype} (input of shape {input.shape}); probability targets "
@@ -278,9 +329,6 @@ def _class_targets(op, input, target, weight, ignore_index):
     if target.shape != _batch_shape(input.shape):
         raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
                          f"{input.shape}: expected {_batch_shape(input.shape)}")
-    return ClassTargets.apply(target, weight, classes=input.shape[0 if input.ndim == 1 else 1],
-                              ignore_index=ignore_index, dtype=input.dtype, op=op,
-                              input_shape=tuple(input.shape))
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
@@ -308,18 +356,28 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
         # "mean" divides by input.numel() / C, as in PyTorch: 0 / 0 without classes
         divisor = float(logits.shape[0]) if classes else float("nan")
         ignored = None
+    elif weight is None and not label_smoothing:   # plain class indices: CrossEntropy reads them
+        _check_indices(op, input, target)
+        return _cross_entropy(input, logits, target, None, None, reduction,
+                              unit_rows=True, masked=True, ignore_index=ignore_index,
+                              input_shape=tuple(input.shape))
     else:
-        _, q, ignored = _class_targets(op, input, target, weight, ignore_index)
-        divisor = q.sum() if reduction == "mean" else None   # the kept rows' weights
+        _, q, ignored, kept = _class_targets(op, input, target, weight, ignore_index)
+        divisor = kept if reduction == "mean" else None   # the kept rows' weights
         if label_smoothing:   # in q's dtype: float32 stays float32
             smooth = 1.0 - ignored.unsqueeze(1).astype(q.dtype)
             smooth = smooth if weight is None else smooth * weight.astype(q.dtype)
             q = q * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
     # the rows of q sum to 1 (smoothing keeps that) unless weighted or ignored (CrossEntropy
     # finds out which)
-    loss = CrossEntropy.apply(logits, q, divisor, ignored, reduction=reduction,
-                              unit_rows=weight is None and target.dtype.kind != "f",
-                              masked=target.dtype.kind != "f")
+    return _cross_entropy(input, logits, q, divisor, ignored, reduction,
+                          unit_rows=weight is None and target.dtype.kind != "f",
+                          masked=target.dtype.kind != "f")
+
+
+def _cross_entropy(input, logits, q, divisor, ignored, reduction, **attrs):
+    """CrossEntropy of (M, C) `logits`, its losses in `input`'s shape for reduction "none"."""
+    loss = CrossEntropy.apply(logits, q, divisor, ignored, reduction=reduction, **attrs)
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 
@@ -333,11 +391,11 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     _check_reduction(op, reduction)
     log_probs = _classes_last(op, input)
     weight = None if weight is None else _check_weight(op, weight, log_probs.shape[1], input)
-    onehot, q, _ = _class_targets(op, input, target, weight, ignore_index)
+    onehot, q, _, kept = _class_targets(op, input, target, weight, ignore_index)
     losses = -(where(onehot, log_probs, 0) * q).sum(axis=1)
     if reduction == "none":
         return losses.reshape(_batch_shape(input.shape))
-    return losses.sum() / q.sum() if reduction == "mean" else losses.sum()
+    return losses.sum() / kept if reduction == "mean" else losses.sum()
 
 
 _LOG_FLOOR = -100.0   # PyTorch clamps the logs of binary_cross_entropy here, so 0 and 1 stay finite
