@@ -20,7 +20,7 @@ from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from ..tensor import Tensor
 
-_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})   # hashed, not scanned
 _LIBRARIES = ("minigrad", "numpy", "cupy", "torch", "builtins")   # their objects: by identity
 _MOST_ITEMS = 10_000   # a longer list is guarded by identity and length
 _DEEPEST = 8
@@ -116,7 +116,7 @@ def environment(fn, args, kwargs, named=True):
                     note((type(item), item))
                 else:
                     visit(item, path and f"{path}[{key!r}]", depth)
-        elif kind is types.FunctionType and not _library(value):
+        elif kind is types.FunctionType and not _library_function(value):
             note(("function", id(value)))
             for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (),
                                   strict=True):
@@ -162,6 +162,13 @@ def environment(fn, args, kwargs, named=True):
 def _library(value):
     module = getattr(value, "__module__", None) or type(value).__module__ or ""
     return module.split(".")[0] in _LIBRARIES
+
+
+@functools.lru_cache(maxsize=1024)
+def _library_function(function):
+    """`_library` of a function, worked out once (a function's module stays; the cache holds
+    the function, so its id is not reused while the answer is kept)."""
+    return _library(function)
 
 
 @functools.lru_cache(maxsize=256)
