@@ -524,3 +524,78 @@ def test_a_replay_hands_a_gradient_over_only_where_nothing_else_holds_it():
     a.grad.array += 1
     assert same_bits(b.grad, mg.tensor(np.full((2, 3), 3, np.float32)))
     assert same_bits(c.grad, mg.tensor(np.full((2, 3), 9, np.float32)))
+
+
+GLOBAL_SCALE = 1.0
+
+
+class _Settings:
+    def __init__(self):
+        self.scale, self.names = 2.0, ["a"]
+
+
+def _guarded_state():
+    """A function that sees a closure (a module, a dict, a list, a user's object), globals (one
+    not defined yet) and its arguments: the kinds of value the guard walks."""
+    model, table, settings = nn.Linear(4, 2), {"w": mg.ones(2), "k": 3}, _Settings()
+    extra = [1, (2, "x")]
+
+    def fn(x, options):
+        later   # noqa: B018, F821  (a global read that is not defined yet)
+        return model(x) * table["w"] * settings.scale * extra[0] * GLOBAL_SCALE * options["s"]
+    return {"model": model, "table": table, "settings": settings, "extra": extra, "fn": fn}
+
+
+@pytest.mark.parametrize("change", [
+    None, "module attribute added", "module flag", "parameter swapped", "dict value",
+    "dict key added", "user attribute", "user attribute added", "list item", "nested tuple",
+    "cell filled", "global changed", "global defined", "argument value", "parameter data"])
+def test_the_generated_check_tells_what_the_walk_tells(change):
+    from minigrad.capture.guards import environment
+    state = _guarded_state()
+    fn, args, kwargs = state["fn"], (X,), {"options": {"s": 1.5}}
+    facts, _, _, check = environment(fn, args, kwargs)
+    assert check(fn, args, kwargs)
+    global GLOBAL_SCALE
+    model, saved_scale = state["model"], GLOBAL_SCALE
+    try:
+        if change == "module attribute added":
+            model.note = "new"
+        elif change == "module flag":
+            model.eval()
+        elif change == "parameter swapped":
+            model.weight = nn.Parameter(mg.zeros(2, 4))
+        elif change == "parameter data":
+            model.weight.data = mg.zeros(2, 4)
+        elif change == "dict value":
+            state["table"]["k"] = 4
+        elif change == "dict key added":
+            state["table"]["new"] = 1
+        elif change == "user attribute":
+            state["settings"].scale = 3.0
+        elif change == "user attribute added":
+            state["settings"].other = 1
+        elif change == "list item":
+            state["extra"][0] = 2
+        elif change == "nested tuple":
+            state["extra"][1] = (2, "y")
+        elif change == "global changed":
+            GLOBAL_SCALE = 2.0
+        elif change == "global defined":
+            globals()["later"] = 1
+        elif change == "argument value":
+            kwargs = {"options": {"s": 2.5}}
+        elif change == "cell filled":   # a function whose closure cell is filled after it
+            def outer():
+                def inner():
+                    return filled
+                walked = environment(inner, (), {})
+                filled = 1
+                return walked, inner
+            (facts, _, _, check), fn = outer()
+            args, kwargs = (), {}
+        again = environment(fn, args, kwargs, named=False)[0]
+        assert check(fn, args, kwargs) == (again == facts) == (change is None)
+    finally:
+        GLOBAL_SCALE = saved_scale
+        globals().pop("later", None)

@@ -42,7 +42,7 @@ class _Entry:
     trace's program waiting for a second, or why such calls run eagerly."""
 
     def __init__(self):
-        self.program = self.candidate = self.environment = self.refusal = None
+        self.program = self.candidate = self.check = self.refusal = None
         self.side_effects = 0
 
 
@@ -75,8 +75,7 @@ class Compiled:
         entry = self.entries.get(key)
         if entry is not None and entry.refusal is not None:
             return self.fn(*args, **kwargs)
-        if entry is not None and entry.program is not None and (
-                environment(self.fn, args, kwargs, named=False)[0] == entry.environment):
+        if entry is not None and entry.program is not None and entry.check(self.fn, args, kwargs):
             return entry.program(tensors)
         if self.traces >= 2 * self.cache_size:
             self._warn(f"traced {self.traces} times (cache_size={self.cache_size}); it runs "
@@ -89,7 +88,7 @@ class Compiled:
 
     def _trace(self, entry, tensors, names, args, kwargs):
         self.traces += 1
-        before, state, state_names = environment(self.fn, args, kwargs)
+        before, state, state_names, _ = environment(self.fn, args, kwargs)
         tracer = Tracer(tensors, state, state_names)
         tracing.begin(tracer)
         try:
@@ -100,7 +99,7 @@ class Compiled:
                 wrt = trace_backward(tracer, outputs, tensors)   # for a backward after it
         finally:
             tracing.end()
-        after = environment(self.fn, args, kwargs, named=False)[0]
+        after, _, _, check = environment(self.fn, args, kwargs, named=False)
         if tracer.refusal is not None:
             entry.refusal = tracer.refusal
             self._warn(f"cannot be replayed, so it runs eagerly: {tracer.refusal}")
@@ -116,7 +115,7 @@ class Compiled:
                            "eagerly")
             return result
         if entry.candidate is not None and entry.candidate.signature == program.signature:
-            entry.program, entry.environment = program, after
+            entry.program, entry.check = program, check
         entry.candidate = program
         self.last = program
         return result

@@ -61,102 +61,162 @@ def _atom(value):
 
 def environment(fn, args, kwargs, named=True):
     """(what `fn` sees, as a comparable list; the ids of the arrays of the tensors in it, which
-    a program reads by reference; a name for each of those arrays, for the listing). Before a
-    replay only the list is wanted (`named=False`: no names are made)."""
-    found, state, names, seen = [], set(), {}, set()
-    note = found.append
+    a program reads by reference; a name for each of those arrays, for the listing; `check`,
+    the same list's test as one generated function). The walk notes each fact it finds and,
+    beside it, the Python that reads that fact again from `fn`, `args` and `kwargs` by the
+    same path: `check(fn, args, kwargs)` runs those lines, straight, and tells whether every
+    fact still holds, a few microseconds where the walk takes a dozen (it runs before every
+    replay). `named=False` makes no names (and no check is needed then)."""
+    found, state, names, seen, lines, reads = [], set(), {}, set(), [], {}
 
-    def visit(value, path, depth):
+    def note(fact, test):
+        """Note `fact`, which the Python expression `test` computes again."""
+        lines.append(f"if {test} != F[{len(found)}]: return False")
+        found.append(fact)
+
+    def reach(read):
+        """A variable of the check holding the value that the expression `read` gets."""
+        name = f"v{len(reads)}"
+        reads[name] = read
+        lines.append(f"{name} = {read}")
+        return name
+
+    def constant(value):
+        name = f"C[{len(constants)}]"
+        constants.append(value)
+        return name
+
+    constants = []
+
+    def visit(value, path, depth, read):
         kind = type(value)
         if kind in _ATOMS:
-            note((kind, value))
+            note((kind, value), f"(type({read}), {read})")
             return
+        v = reach(read)
         if isinstance(value, Tensor):   # its array by identity: shape and dtype stay with it
-            note((id(value), id(value.array), value.requires_grad))
+            note((id(value), id(value.array), value.requires_grad),
+                 f"(id({v}), id({v}.array), {v}.requires_grad)")
             if named:
                 state.add(id(value.array))
                 names.setdefault(id(value.array), path)
             return
         if id(value) in seen or depth > _DEEPEST:
-            note(("object", id(value)))
+            note(("object", id(value)), f'("object", id({v}))')
             return
         seen.add(id(value))
         depth += 1
         # (below, an atom among the items is noted at once: visit(atom) would note the same)
         if isinstance(value, Module):
-            note(("module", id(value), value.training))
-            for key, item in vars(value).items():
+            note(("module", id(value), value.training), f'("module", id({v}), {v}.training)')
+            attributes = vars(value)
+            note(tuple(attributes), f"tuple(vars({v}))")   # (which the loop below reads)
+            for key, item in attributes.items():
+                at = f"vars({v})[{constant(key)}]"
                 if type(item) in _ATOMS:
                     if key != "training":
-                        note((type(item), item))
+                        note((type(item), item), f"(type({at}), {at})")
                 elif key in ("_parameters", "_buffers", "_modules"):
+                    note(tuple(item), f"tuple({at})")
                     for name, child in item.items():
-                        visit(child, path and f"{path}.{name}", depth)
+                        visit(child, path and f"{path}.{name}", depth,
+                              f"{at}[{constant(name)}]")
                 else:
-                    visit(item, path and f"{path}.{key}", depth)
+                    visit(item, path and f"{path}.{key}", depth, at)
         elif isinstance(value, Optimizer):
             groups = [g["params"] for g in value.param_groups]
-            note(("optimizer", id(value), tuple(tuple(map(id, g)) for g in groups)))
+            note(("optimizer", id(value), tuple(tuple(map(id, g)) for g in groups)),
+                 f'("optimizer", id({v}), tuple(tuple(map(id, g["params"])) for g in '
+                 f"{v}.param_groups))")
             for i, group in enumerate(groups):
                 for j, p in enumerate(group):
-                    visit(p, path and f"{path}.param_groups[{i}][{j}]", depth)
+                    visit(p, path and f"{path}.param_groups[{i}][{j}]", depth,
+                          f'{v}.param_groups[{i}]["params"][{j}]')
         elif kind in (list, tuple, set, frozenset) and len(value) > _MOST_ITEMS:
-            note(("long", id(value), len(value)))
+            note(("long", id(value), len(value)), f'("long", id({v}), len({v}))')
         elif kind in (list, tuple):
-            note((kind, len(value)))
+            note((kind, len(value)), f"(type({v}), len({v}))")
             for i, item in enumerate(value):
                 if type(item) in _ATOMS:
-                    note((type(item), item))
+                    note((type(item), item), f"(type({v}[{i}]), {v}[{i}])")
                 else:
-                    visit(item, path and f"{path}[{i}]", depth)
+                    visit(item, path and f"{path}[{i}]", depth, f"{v}[{i}]")
         elif kind is dict or kind is collections.OrderedDict:   # a module's hooks too
-            note((dict, tuple([_atom(k) for k in value])))
+            note((dict, tuple([_atom(k) for k in value])),
+                 f"(dict, tuple([_atom(k) for k in {v}]))")
             for key, item in value.items():
+                at = f"{v}[{constant(key)}]"
                 if type(item) in _ATOMS:
-                    note((type(item), item))
+                    note((type(item), item), f"(type({at}), {at})")
                 else:
-                    visit(item, path and f"{path}[{key!r}]", depth)
+                    visit(item, path and f"{path}[{key!r}]", depth, at)
         elif kind is types.FunctionType and not _library_function(value):
-            note(("function", id(value)))
-            for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (),
-                                  strict=True):
+            note(("function", id(value)), f'("function", id({v}))')
+            for i, (name, cell) in enumerate(zip(value.__code__.co_freevars,
+                                                 value.__closure__ or (), strict=True)):
                 try:
-                    visit(cell.cell_contents, path and name, depth)
+                    contents = cell.cell_contents
                 except ValueError:   # a cell not yet filled
-                    note(("empty cell", name))
+                    note(("empty cell", name), f"_empty({v}.__closure__[{i}], {name!r})")
+                    continue
+                visit(contents, path and name, depth, f"{v}.__closure__[{i}].cell_contents")
             scope = value.__globals__
-            for name in _global_names(value.__code__):
+            for name in _global_names(value.__code__):   # (attribute names among them)
                 if name in scope:
-                    visit(scope[name], path and name, depth)
+                    visit(scope[name], path and name, depth, f"{v}.__globals__[{name!r}]")
+                else:   # one made later would be read then
+                    note(False, f"({name!r} in {v}.__globals__)")
         elif kind is types.MethodType:
-            visit(value.__self__, path and "self", depth)
-            visit(value.__func__, path, depth)
+            visit(value.__self__, path and "self", depth, f"{v}.__self__")
+            visit(value.__func__, path, depth, f"{v}.__func__")
         elif isinstance(value, numpy.ndarray):
-            note(("array", id(value), value.shape, value.dtype.str))
+            note(("array", id(value), value.shape, value.dtype.str),
+                 f'("array", id({v}), {v}.shape, {v}.dtype.str)')
         elif _library(value) or not hasattr(value, "__dict__") or isinstance(
                 value, (type, types.ModuleType)):
-            note(("object", id(value)))
+            note(("object", id(value)), f'("object", id({v}))')
         else:   # an object of the user's: its attributes
-            note(("object", id(value), kind))
+            note(("object", id(value), kind, tuple(vars(value))),
+                 f'("object", id({v}), type({v}), tuple(vars({v})))')
             for key, item in vars(value).items():
-                visit(item, path and f"{path}.{key}", depth)
+                visit(item, path and f"{path}.{key}", depth, f"vars({v})[{constant(key)}]")
 
-    def visit_argument(value, path):   # its tensors are the call's, guarded by call_key
+    def visit_argument(value, path, read):   # its tensors are the call's, guarded by call_key
         if type(value) in (tuple, list):
             for i, item in enumerate(value):
-                visit_argument(item, path and f"{path}[{i}]")
+                visit_argument(item, path and f"{path}[{i}]", f"{read}[{i}]")
         elif type(value) is dict:
             for key, item in value.items():
-                visit_argument(item, path and f"{path}[{key!r}]")
+                visit_argument(item, path and f"{path}[{key!r}]", f"{read}[{constant(key)}]")
         elif not isinstance(value, Tensor):
-            visit(value, path, 1)
+            visit(value, path, 1, read)
 
-    visit(fn, getattr(fn, "__name__", "fn") if named else None, 0)
+    visit(fn, getattr(fn, "__name__", "fn") if named else None, 0, "fn")
     for i, value in enumerate(args):
-        visit_argument(value, f"arg{i}" if named else None)
+        visit_argument(value, f"arg{i}" if named else None, f"args[{i}]")
     for name, value in kwargs.items():
-        visit_argument(value, name if named else None)
-    return found, state, names
+        visit_argument(value, name if named else None, f"kwargs[{constant(name)}]")
+    return found, state, names, _check(lines, found, constants)
+
+
+def _check(lines, facts, constants):
+    """The function `check(fn, args, kwargs)` that runs `lines`: True when each fact holds
+    again (any error on the way, a missing key or attribute, means one does not)."""
+    body = "\n".join("        " + line for line in lines)
+    source = (f"def check(fn, args, kwargs):\n    try:\n{body}\n    except Exception:\n"
+              "        return False\n    return True\n")
+    scope = {"F": facts, "C": constants, "_atom": _atom, "_empty": _empty}
+    exec(compile(source, "<mg.compile guard>", "exec"), scope)
+    return scope["check"]
+
+
+def _empty(cell, name):
+    """("empty cell", name) while `cell` has no contents yet (the fact a walk notes then)."""
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return ("empty cell", name)
+    return None
 
 
 def _library(value):
