@@ -251,3 +251,50 @@ def test_ops_without_a_batching_rule_are_the_known_ones():
     missing = sorted({op.name() for op in _all_ops(mg.ops.Op)
                       if op.batching is None and op.__module__.startswith("minigrad.")})
     assert missing == KNOWN_MISSING
+
+
+def test_a_training_batch_norm_inside_vmap_says_how_to_batch_it():
+    """PyTorch refuses the running statistics' in-place update under its transforms too; the
+    error names the remedies, and replace_all_batch_norm_modules_ gives torch.func's Jacobian
+    and PyTorch's Hessian of a network with batch norms in training mode. (The Hessian is held
+    to torch.autograd.functional.hessian: torch.func.hessian of this network differs from
+    finite differences of torch's own gradient in the blocks of a later layer's weight and an
+    earlier one's, where minigrad and torch.autograd agree with them.)"""
+    import torch
+    from torch.func import replace_all_batch_norm_modules_ as torch_replace
+    mg.manual_seed(0)
+    x = np.random.default_rng(5).standard_normal((4, 2, 3, 3))
+
+    def network(nn):
+        return nn.Sequential(nn.Conv2d(2, 3, 2), nn.BatchNorm2d(3), nn.Flatten(),
+                             nn.BatchNorm1d(12), nn.Tanh())
+
+    ours = network(mg.nn).double()
+    with pytest.raises(RuntimeError, match="replace_all_batch_norm_modules_"):
+        mg.func.jacfwd(lambda v: ours(v).sum())(mg.tensor(x))
+    reference = torch_replace(network(torch.nn).double())
+    reference.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()},
+                              strict=False)
+    assert mg.func.replace_all_batch_norm_modules_(ours) is ours
+    assert list(dict(ours.named_buffers())) == list(dict(reference.named_buffers())) == []
+    params = {k: v.detach() for k, v in ours.named_parameters()}
+    torch_params = {k: torch.tensor(v.numpy()) for k, v in params.items()}
+
+    def loss(p, v):
+        return mg.func.functional_call(ours, p, (v,)).pow(2).sum()
+
+    def torch_loss(p, v):
+        return torch.func.functional_call(reference, p, (v,)).pow(2).sum()
+
+    jac = mg.func.jacfwd(lambda v: loss(params, v))(mg.tensor(x))
+    torch_jac = torch.func.jacfwd(lambda v: torch_loss(torch_params, v))(torch.tensor(x))
+    np.testing.assert_allclose(jac.detach().numpy(), torch_jac.numpy(), atol=1e-10)
+    hess = mg.func.hessian(loss)(params, mg.tensor(x))
+    names = list(params)
+    torch_hess = torch.autograd.functional.hessian(
+        lambda *p: torch_loss(dict(zip(names, p, strict=True)), torch.tensor(x)),
+        tuple(torch_params.values()))
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            np.testing.assert_allclose(hess[a][b].detach().numpy(), torch_hess[i][j].numpy(),
+                                       atol=1e-9)

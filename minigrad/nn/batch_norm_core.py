@@ -11,6 +11,7 @@ y * weight + bias of the composed form; `ops.normalize`); this module only picks
 moves the buffers.
 """
 from .. import ops, tracing
+from ..batched import BatchedTensor
 from ..ops.fused_batch_norm import affine_channels, batch_norm_checked
 from ..ops.fused_batch_norm_act import Activation, FusedBatchNormAct, composed_activation
 from ..version import bump_version, in_place
@@ -41,6 +42,13 @@ def update_running_stats(running_mean, running_var, mean, var, count, factor):
     convention. `count` (values per statistic) is above 1. Both buffers' versions move on, so a
     graph that read them (an evaluation-mode forward) refuses a backward afterwards. (One step
     of a program mg.compile captures.)"""
+    if isinstance(mean, BatchedTensor) or isinstance(var, BatchedTensor):
+        raise RuntimeError(
+            "batch_norm: inside vmap (and so jacfwd, hessian, per-sample gradients) a batch "
+            "norm in training mode cannot move its running_mean and running_var in place: its "
+            f"batch statistics (shape {tuple(mean.shape)}) are batched values. As with "
+            "torch.func: call mg.func.replace_all_batch_norm_modules_(model) (batch statistics, "
+            "no buffers), build the layer with track_running_stats=False, or use eval()")
     tracing.run(_move_running_stats, running_mean, running_var, mean, var, count, factor)
 
 
