@@ -14,6 +14,7 @@ im2col matrix (C*kh*kw, Ho*Wo*N) and adding them back (col2im) then move long ru
 of Wo-long snippets, and conv2d's matmul result (O, Ho*Wo*N) is NCHW after one free transpose.
 """
 from .base import Op
+from .batch_axes import merged, split_leading
 from .errors import ShapeError
 from .join import constant_pad, interior
 from .tangents import linear
@@ -104,6 +105,14 @@ class Unfold(Op):
     dx = Fold(g), the sum of each window's gradient back at the positions it read.
     jvp: dy = the windows of dx."""
 
+    @classmethod
+    def batching(cls, size, batched, x, **attrs):
+        """The batch's samples as one (B * N, ...) input; the batch axis, next to last in the
+        windows, moved to the front."""
+        windows = cls.apply(merged(x), **attrs)
+        windows = windows.reshape(tuple(windows.shape[:-1]) + (size, -1))
+        return windows.permute((5, 0, 1, 2, 3, 4, 6))
+
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation=NO_DILATION):
         ctx.in_shape, ctx.stride, ctx.padding, ctx.dilation = x.shape, stride, padding, dilation
@@ -121,6 +130,15 @@ class Fold(Op):
     """col2im: window entries (C, kh, kw, Ho, Wo, N) summed back into an (N, C, H, W) input;
     dwindows = Unfold(g), since each entry was a plain copy of the position it is added to.
     jvp: dy = Fold(dwindows)."""
+
+    @classmethod
+    def batching(cls, size, batched, windows, in_shape, **attrs):
+        """The batch axis moved next to the samples' and merged with them: one (B * N, ...)
+        output, split again."""
+        windows = windows.permute((1, 2, 3, 4, 5, 0, 6))
+        windows = windows.reshape(tuple(windows.shape[:5]) + (-1,))
+        out = cls.apply(windows, in_shape=(size * in_shape[0],) + tuple(in_shape[1:]), **attrs)
+        return split_leading(out, size)
 
     @staticmethod
     def forward(ctx, windows, in_shape, stride, padding, dilation=NO_DILATION):
