@@ -72,11 +72,13 @@ class View(Tensor):
 def mark(t, op, inputs, attrs, output):
     """Make `t`, output `output` (None for an op's only output) of `op` on `inputs`, a View if
     it views the memory of one of the inputs (it shares that input's version counter then)."""
-    i = next((i for i, x in enumerate(inputs)
-              if x is not None and x._version_counter is t._version_counter), None)
-    if i is None:
+    counter = t._version_counter
+    for i, parent in enumerate(inputs):   # a loop, not next(...): every view op runs it
+        if parent is not None and parent._version_counter is counter:
+            step = ((op, inputs, i, attrs, output),)
+            break
+    else:
         return t
-    parent, step = inputs[i], ((op, inputs, i, attrs, output),)
     base, steps = (parent._view.base, parent._view.steps + step) if type(parent) is View else (
         parent, step)
     follows = grad_mode._state.grad_enabled and not grad_mode._state.inference

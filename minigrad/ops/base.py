@@ -155,9 +155,10 @@ class Op:
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
         dual = forward_ad._state.levels   # forward mode: a dual level is open (forward_ad.py)
-        if not recording and not is_tuple and not dual:   # the most common call: no loops
+        if not is_tuple and not dual:   # the most common calls, one output: no loops
             out = _backend_array(result, backend, cls)
-            t = _constant(out, backend, inputs)
+            t = (_recorded(cls, ctx, inputs, arrays, (out,), attrs)[0] if recording
+                 else _constant(out, backend, inputs))
             return t if out.base is None else views.mark(t, cls, inputs, attrs, None)
         outputs = tuple([_backend_array(out, backend, cls) for out in result]) if is_tuple else (
             _backend_array(result, backend, cls),)

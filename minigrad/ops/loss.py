@@ -280,14 +280,16 @@ class ClassTargets(Op):
 
     @staticmethod
     def forward(ctx, target, weight, classes, ignore_index, dtype, op, input_shape):
-        onehot, q, ignored, kept = _target_weights(ctx.xp, ctx.backend, target, weight, classes,
+        xp = ctx.xp
+        onehot, q, ignored, kept = _target_weights(xp, ctx.backend, target, weight, classes,
                                                    ignore_index, dtype, op, input_shape)
         ctx.mark_non_differentiable(q, kept)
-        return onehot, q, ignored, kept
+        return onehot, q, xp.zeros(len(q), dtype=bool) if ignored is None else ignored, kept
 
 
 def _target_weights(xp, backend, target, weight, classes, ignore_index, dtype, op, input_shape):
-    """ClassTargets' forward: (onehot, q, ignored, kept) of class indices `target`."""
+    """ClassTargets' forward: (onehot, q, ignored, kept) of class indices `target`; ignored is
+    None where no row is and the device says so at once (the usual batch)."""
     flat = target.reshape(-1)
     onehot = flat[:, None] == xp.arange(classes)   # ignored or out of range: a zero row
     q = onehot.astype(dtype)
@@ -297,7 +299,7 @@ def _target_weights(xp, backend, target, weight, classes, ignore_index, dtype, o
     if not backend.defers_checks and flat.size:
         low, high = backend.to_host(flat.min(), flat.max())
         if 0 <= low and high < classes and not low <= ignore_index <= high:
-            return onehot, q, xp.zeros(flat.shape, dtype=bool), xp.asarray(q.sum())
+            return onehot, q, None, xp.asarray(q.sum())
     ignored = flat == ignore_index
     bad = ~ignored & ((flat < 0) | (flat >= classes))
     # through backend.check: on the GPU it is read with the next host read (the loss's
