@@ -24,7 +24,7 @@ import reprlib
 from . import grad_mode, tracing
 from .backends import backend_of, get_backend, normalize_device
 from .backends import device as device_type
-from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
+from .dtypes import as_dtype, bfloat16, default_complex_dtype, get_default_dtype, is_floating
 from .printing import tensor_repr
 from .shapes import AxisError, check_sizes, normalize_axis
 from .version import VersionCounter
@@ -73,7 +73,7 @@ def _as_array(data, dtype, device, copy):
             array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:
         array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
-    if array.dtype.kind not in _NUMERIC_KINDS:
+    if array.dtype.kind not in _NUMERIC_KINDS and array.dtype is not bfloat16:
         raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
                         f"(dtype {array.dtype}); expected numbers, nested lists of numbers or a "
                         "numeric array")
@@ -162,7 +162,7 @@ def _names_device(value):
 
 
 def _check_can_require_grad(dtype, what):
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise TypeError(f"{what}: only floating-point tensors can require grad, not {dtype}; "
                         "make it floating first (e.g. dtype='float32' or .float())")
 

@@ -28,7 +28,7 @@ import warnings
 
 from .. import grad_mode
 from ..cuda import is_available as cuda_available
-from ..dtypes import as_dtype, float16, float32
+from ..dtypes import as_dtype, float16, float32, is_floating
 from ..tensor import Tensor
 
 _DEVICE_TYPES = ("cpu", "cuda")
@@ -76,7 +76,7 @@ class _Rules:
     def _target(self, x):
         """x's device type, when autocast is on there and x is a floating tensor that is not
         float64 (the tensors PyTorch casts); else None."""
-        if not isinstance(x, Tensor) or x.dtype.kind != "f" or x.dtype.itemsize == 8:
+        if not isinstance(x, Tensor) or not is_floating(x.dtype) or x.dtype.itemsize == 8:
             return None
         device = x.device.split(":")[0]
         return device if device in self.lower else None

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy
 
 from ..backends import get_backend
+from ..dtypes import is_floating
 from ..hooks import RemovableHandle
 from ..tensor import Tensor, to_arguments
 from ..version import bump_version
@@ -326,6 +327,10 @@ class Module:
         """Cast floating-point parameters and buffers to float16, in place; returns self."""
         return self.to(dtype="float16")
 
+    def bfloat16(self):
+        """Cast floating-point parameters and buffers to bfloat16, in place; returns self."""
+        return self.to(dtype="bfloat16")
+
     def requires_grad_(self, requires_grad=True):
         """Switch gradient tracking of every parameter on or off (freezing layers)."""
         for param in self.parameters():
@@ -439,7 +444,7 @@ def _move(tensor, backend, dtype):
         tensor._backend = backend
         if tensor.grad is not None:
             tensor.grad = tensor.grad.to(backend.device)
-    if dtype is not None and tensor.dtype.kind == "f":
+    if dtype is not None and is_floating(tensor.dtype):
         dtype = tensor.backend.xp.dtype(dtype)
         if tensor.dtype != dtype:
             tensor.array = tensor.array.astype(dtype)

@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from ._promotion import require_floating
 from .base import Op
 from .elementwise import where
+from .opmath import in_float32
 from .special import erf
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -44,6 +45,7 @@ class Softmax(Op):
     jvp = backward   # a symmetric Jacobian is its own transpose
 
 
+@in_float32
 def softmax(x, dim=None, *, axis=None):
     """exp(x) / sum(exp(x)) along `dim` (or `axis`; the last by default), without overflow."""
     dim, _ = dim_keywords("softmax", dim, None, axis, None)
