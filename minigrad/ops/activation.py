@@ -70,6 +70,7 @@ class LeakyRelu(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, negative_slope=negative_slope)
 
@@ -124,6 +125,7 @@ class Softplus(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def softplus(x, beta=1.0, threshold=20.0):
     return Softplus.apply(x, beta=beta, threshold=threshold)
 
@@ -178,6 +180,7 @@ class Silu(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def silu(x):
     return Silu.apply(x)
 
@@ -203,6 +206,7 @@ class Mish(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def mish(x):
     return Mish.apply(x)
 
@@ -251,5 +255,6 @@ class Gelu(Op):
         return g * (cdf + x * pdf)
 
 
+@in_float32
 def gelu(x, approximate="none"):
     return Gelu.apply(x, approximate=approximate)

@@ -614,6 +614,7 @@ class Sigmoid(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def sigmoid(a):
     return Sigmoid.apply(to_floating("sigmoid", a))
 
