@@ -73,10 +73,13 @@ def _as_array(data, dtype, device, copy):
             array = array.astype(_dtype_of_python_data(array.dtype.kind), copy=False)
     else:
         array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
-    if array.dtype.kind not in _NUMERIC_KINDS and array.dtype is not bfloat16:
-        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
-                        f"(dtype {array.dtype}); expected numbers, nested lists of numbers or a "
-                        "numeric array")
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        if array.dtype != bfloat16:
+            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
+                            f"(dtype {array.dtype}); expected numbers, nested lists of numbers "
+                            "or a numeric array")
+        array = array.view(bfloat16)   # the one dtype object is_floating knows (not a copy
+        # of it, as dtype.newbyteorder makes)
     return array, backend
 
 
