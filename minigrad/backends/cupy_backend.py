@@ -1,5 +1,6 @@
 """The GPU backend: CuPy arrays on the current CUDA device, the fused batch-norm kernels (also
-with an activation: "batch_norm_act") and conv2d's whole-array products.
+with an activation: "batch_norm_act") and conv2d's whole-array products. No bfloat16: CuPy has
+no such arrays, so moving a bfloat16 tensor here is a clear error.
 
 Imported only when a tensor asks for device "cuda" (backends/__init__.py first checks that CuPy
 imports and sees a GPU, and says which is missing), so minigrad never needs CuPy otherwise.
@@ -7,6 +8,7 @@ imports and sees a GPU, and says which is missing), so minigrad never needs CuPy
 import cupy
 import cupyx.scipy.special
 
+from ..dtypes import bfloat16
 from .array_conv import ArrayConv2d
 from .base import Backend
 from .cuda_batch_norm import CudaBatchNorm
@@ -25,6 +27,13 @@ class CupyBackend(Backend):
         self.kernels["conv2d"] = ArrayConv2d(cupy)
         self.kernels["erf"] = cupyx.scipy.special.erf
         self.kernels["mean"] = mean_of
+
+    def asarray(self, data, dtype=None):
+        if (dtype or getattr(data, "dtype", None)) == bfloat16:
+            raise TypeError("device 'cuda': a bfloat16 tensor cannot move to the GPU (CuPy has "
+                            "no bfloat16 arrays); keep it on the CPU, or cast it first: "
+                            "x.float().to('cuda')")
+        return super().asarray(data, dtype)
 
     def _to_numpy(self, array):
         return array.get()
