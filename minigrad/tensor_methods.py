@@ -21,6 +21,7 @@ from .inplace import InPlaceMethods
 from .tensor import Tensor, as_tensor, shape_from_args, to_arguments
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "bfloat16": "BFloat16Tensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
                "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
