@@ -11,15 +11,14 @@ Display only: this formats a NumPy copy of the data and does no array math.
 """
 import numpy
 
-from .dtypes import bfloat16
-
 _UNSAID_DTYPES = ("float32", "int64", "bool")
 
 
 def tensor_repr(tensor):
     array = tensor.numpy(force=True)
-    # NumPy lays out bfloat16 (ml_dtypes) as its own scalars would print, 1 for 1.0: as float32
-    shown = array.astype(numpy.float32) if array.dtype is bfloat16 else array
+    # NumPy lays out bfloat16 (ml_dtypes' dtype, the one of kind "V" a tensor holds) as its own
+    # scalars print, 1 for 1.0: laid out as float32 instead
+    shown = array.astype(numpy.float32) if array.dtype.kind == "V" else array
     text = numpy.array2string(shown, separator=", ", prefix="tensor(")
     extras = [f"size={array.shape}"] if array.size == 0 else []   # "[]" alone hides the shape
     if array.dtype.name not in _UNSAID_DTYPES:

@@ -7,8 +7,8 @@ imports and sees a GPU, and says which is missing), so minigrad never needs CuPy
 """
 import cupy
 import cupyx.scipy.special
+import numpy
 
-from ..dtypes import bfloat16
 from .array_conv import ArrayConv2d
 from .base import Backend
 from .cuda_batch_norm import CudaBatchNorm
@@ -29,7 +29,8 @@ class CupyBackend(Backend):
         self.kernels["mean"] = mean_of
 
     def asarray(self, data, dtype=None):
-        if (dtype or getattr(data, "dtype", None)) == bfloat16:
+        wanted = dtype if dtype is not None else getattr(data, "dtype", None)
+        if wanted is not None and numpy.dtype(wanted).kind == "V":   # ml_dtypes' bfloat16
             raise TypeError("device 'cuda': a bfloat16 tensor cannot move to the GPU (CuPy has "
                             "no bfloat16 arrays); keep it on the CPU, or cast it first: "
                             "x.float().to('cuda')")

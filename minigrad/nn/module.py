@@ -466,8 +466,8 @@ def _checked_array(key, value, target):
     if array.shape != target.shape:
         return None, (f"{key!r}: shape {array.shape} in the state dict, but the module's "
                       f"tensor has shape {target.shape}")
-    have = _DTYPE_FAMILIES.get(array.dtype.kind)
-    want = _DTYPE_FAMILIES.get(target.dtype.kind)
+    have = "floating" if is_floating(array.dtype) else _DTYPE_FAMILIES.get(array.dtype.kind)
+    want = "floating" if is_floating(target.dtype) else _DTYPE_FAMILIES.get(target.dtype.kind)
     if have is None or have != want:
         return None, (f"{key!r}: dtype {array.dtype} in the state dict cannot load into the "
                       f"module's {target.dtype} tensor ({want} values expected)")

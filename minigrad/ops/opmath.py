@@ -29,7 +29,7 @@ from ..tensor import Tensor
 def float32_call(function, *args, **kwargs):
     """function(*args, **kwargs), in float32 when the first argument is a bfloat16 tensor."""
     first = args[0] if args else next(iter(kwargs.values()), None)
-    if not (isinstance(first, Tensor) and first.array.dtype is bfloat16):
+    if not (isinstance(first, Tensor) and first.dtype is bfloat16):
         return function(*args, **kwargs)
     args = [_widened(a) for a in args]
     kwargs = {key: _widened(value) for key, value in kwargs.items()}
@@ -48,7 +48,7 @@ def _widened(value):
     """A bfloat16 tensor as float32 (an op, for autograd); tensors in lists (cat's, einsum's
     operands) too; anything else as it is."""
     if isinstance(value, Tensor):
-        return value.astype(float32) if value.array.dtype is bfloat16 else value
+        return value.astype(float32) if value.dtype is bfloat16 else value
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
         return type(value)([_widened(v) for v in value])
     return value
@@ -58,7 +58,7 @@ def _rounded(result):
     """The float32 tensors of a result (a tensor, or a tuple of them, named or not) rounded to
     bfloat16; integer results (indices) as they are."""
     if isinstance(result, Tensor):
-        return result.astype(bfloat16) if result.array.dtype == float32 else result
+        return result.astype(bfloat16) if result.dtype == float32 else result
     if isinstance(result, tuple):
         rounded = [_rounded(r) for r in result]
         return type(result)(*rounded) if hasattr(result, "_fields") else tuple(rounded)
