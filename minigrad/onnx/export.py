@@ -187,7 +187,8 @@ def _same(graph, check, batches):
     nodes = [k for k, (a, b) in enumerate(itertools.zip_longest(graph.nodes, check.nodes))
              if a != b]
     weights = [name for (name, a), (_, b) in zip(graph.weights, check.weights)
-               if a.shape != b.shape or not numpy.array_equal(a, b, a.dtype.kind in "fc")]
+               if a.shape != b.shape or not numpy.array_equal(
+                   a, b, equal_nan=is_floating(a.dtype) or a.dtype.kind == "c")]
     if not nodes and not weights:
         return
     if nodes:
