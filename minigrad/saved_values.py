@@ -45,7 +45,7 @@ def intermediate(node, i, array):
     if array is None:
         return None
     saved = Tensor.from_array(array, node.ctx.backend)
-    if not (is_floating(array.dtype) or array.dtype.kind == "c"):
+    if array.dtype.kind not in "fc" and not is_floating(array.dtype):
         return saved
     return Unreadable(saved, RuntimeError(
         f"{node.name}: saved value {i} (shape {tuple(array.shape)}, {array.dtype}) was "

@@ -300,7 +300,8 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     classes = logits.shape[1]
     weight = None if weight is None else _check_weight(op, weight, classes, input)
     target = _as_tensor(op, "target", target, input)
-    if is_floating(target.dtype):   # class probabilities
+    probabilities = is_floating(target.dtype)   # a target of class probabilities, not indices
+    if probabilities:
         if target.shape != input.shape:
             raise ShapeError(f"{op}: probability targets must have the input's shape "
                              f"{input.shape}, got {target.shape}")
@@ -321,8 +322,8 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     # the rows of q sum to 1 (smoothing keeps that) unless weighted or ignored (CrossEntropy
     # finds out which)
     loss = float32_call(CrossEntropy.apply, logits, q, divisor, ignored, reduction=reduction,
-                              unit_rows=weight is None and not is_floating(target.dtype),
-                              masked=not is_floating(target.dtype))
+                              unit_rows=weight is None and not probabilities,
+                              masked=not probabilities)
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 

@@ -138,7 +138,7 @@ def _extremum(ctx, x, axis, keepdims, name):
         raise ShapeError(f"{name}: cannot reduce over axis {empty[0]}, which is empty, of a "
                          f"tensor of shape {x.shape}: the {name} of no values is undefined")
     out = getattr(x, name)(axis=ctx.axes, keepdims=True)
-    if is_floating(x.dtype) or x.dtype.kind == "c":
+    if x.dtype.kind in "fc" or is_floating(x.dtype):
         hit = (x == out) | (xp.isnan(x) & xp.isnan(out))
         ctx.keep = keep_mask(xp, ~hit, x.dtype)
         ctx.count = hit.sum(axis=ctx.axes, keepdims=True, dtype=x.dtype)
