@@ -15,6 +15,11 @@ Any other call pays one dtype test of its first argument. (Batch norm's statisti
 door: its kernel accumulates float16 and bfloat16 in float32 already,
 minigrad/backends/array_batch_norm.py.)
 
+Why at the function and not in the backend: the sums are NumPy's own array methods (`x.sum()`,
+`a @ b`, `x.mean()`), called by the ops directly; rounding there would put a dtype test on
+every array call of every dtype, and each backward formula would need the same care again. At
+the door the listed functions are the whole list, and the Cast ops make backward right.
+
     @in_float32                              a function whose first argument is the tensor
     def softmax(x, dim=None): ...
 
