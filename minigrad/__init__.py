@@ -66,6 +66,7 @@ from .dtypes import (
                        complex64,
                        complex128,
                        double,
+                       finfo,
                        float16,
                        float32,
                        float64,

@@ -12,7 +12,7 @@ import numpy
 from . import tracing
 from .backends import get_backend
 from .batched import wrapped
-from .dtypes import as_dtype, get_default_dtype
+from .dtypes import as_dtype, get_default_dtype, is_floating
 from .random import numpy_generator
 from .shapes import check_sizes
 from .tensor import Tensor, as_tensor, from_data, legacy_tensor, shape_from_args
@@ -83,7 +83,7 @@ def full_like(t, value, dtype=None, requires_grad=False):
 def _random(op, draw, shape, dtype, device, requires_grad):
     """Floating samples `draw(shape)` as a tensor."""
     dtype = as_dtype(dtype) or get_default_dtype()
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise TypeError(f"{op}: samples need a floating-point dtype, not {dtype}")
     at = random_levels(op, batchable=True)   # inside vmap with randomness='different'
     samples = _from_samples(draw(batch_sizes(at) + _shape(op, shape)), dtype, device,

@@ -35,6 +35,7 @@ import threading
 import weakref
 
 from .batched import BatchedTensor, unwrapped
+from .dtypes import is_floating
 from .saved_values import source_of
 from .tensor import Tensor
 
@@ -122,7 +123,7 @@ def make_dual(tensor, tangent, *, level=None):
         raise TypeError(f"make_dual: expected two tensors, got {type(tensor).__name__} and "
                         f"{type(tangent).__name__}")
     _refuse_batched("make_dual", tensor, tangent)
-    if tensor.dtype.kind != "f":
+    if not is_floating(tensor.dtype):
         raise ValueError(f"make_dual: expected primal to be floating point, but got: "
                          f"{tensor.dtype}")
     for what, ours, theirs in (("size", tensor.shape, tangent.shape),
@@ -190,7 +191,7 @@ def push_tangents(op, ctx, inputs, input_arrays, outputs, attrs):
     tangents. Outer levels first, and each JVP with only the levels outside its own open, so the
     tangents of a JVP carry the outer levels' (forward over forward) and never its own."""
     levels = _state.levels
-    wanted = [k for k, out in enumerate(outputs) if out.dtype.kind == "f" and not (
+    wanted = [k for k, out in enumerate(outputs) if is_floating(out.dtype) and not (
         ctx.non_differentiable and any(out.array is c for c in ctx.non_differentiable))]
     if not wanted:
         return
@@ -223,7 +224,7 @@ def push_function_tangents(function, jvp, ctx, args, saved, raw, outputs):
     ctx.set_materialize_grads(False); None for a non-tensor) and `ctx.saved_tensors`, as in
     PyTorch."""
     levels = _state.levels
-    wanted = [k for k, out in enumerate(raw) if isinstance(out, Tensor) and out.dtype.kind == "f"
+    wanted = [k for k, out in enumerate(raw) if isinstance(out, Tensor) and is_floating(out.dtype)
               and not any(out is t for t in ctx._non_differentiable)]
     for level in levels:
         for a in args:   # a tangent under a batch (mg.func.jvp in vmap) is the value's
@@ -242,7 +243,8 @@ def push_function_tangents(function, jvp, ctx, args, saved, raw, outputs):
                 "jvp(ctx, *grad_inputs) (returning one tangent per output) beside its backward")
         if ctx._materialize_grads:
             tangents = [a.new_zeros(a.shape) if d is None and isinstance(a, Tensor)
-                        and a.dtype.kind == "f" else d for d, a in zip(tangents, args, strict=True)]
+                        and is_floating(a.dtype) else d
+                        for d, a in zip(tangents, args, strict=True)]
         ctx._saved = tuple(saved or ())
         try:
             result = _outside(levels, level, jvp, ctx, tangents)

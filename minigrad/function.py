@@ -36,6 +36,7 @@ import functools
 
 from . import forward_ad, grad_mode, tape, version
 from .backends import get_backend
+from .dtypes import is_floating
 from .graph import Node
 from .shapes import unbroadcast
 from .tensor import Tensor
@@ -194,7 +195,7 @@ def _record(function, ctx, tensors, outputs, attrs):
         if id(out) in seen:   # the same tensor returned twice is one output (as in PyTorch)
             wrapped[i] = seen[id(out)]
             continue
-        differentiable = arrays[k].dtype.kind == "f" and not any(
+        differentiable = is_floating(arrays[k].dtype) and not any(
             out is t for t in ctx._non_differentiable)
         if dirty[i]:
             out.requires_grad, out._node, out._index = (

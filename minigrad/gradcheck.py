@@ -12,6 +12,7 @@ difference (f(x + eps e_i) - f(x - eps e_i)) / 2 eps, one column of the Jacobian
 import numpy
 
 from . import autograd, forward_ad
+from .dtypes import is_floating
 from .tensor import Tensor, as_tensor, from_data
 
 
@@ -31,7 +32,7 @@ def _prepare(inputs):
     non-contiguous inputs are checked as they are."""
     prepared = []
     for x in inputs:
-        if isinstance(x, Tensor) and x.dtype.kind == "f":
+        if isinstance(x, Tensor) and is_floating(x.dtype):
             x = Tensor.from_array(x.array.astype("float64", copy=True), x.backend).requires_grad_(
                 x.requires_grad)
         prepared.append(x)
@@ -111,7 +112,7 @@ def _outputs(fn, inputs):
     """The floating outputs of fn at `inputs`, as float64 NumPy arrays, recording nothing."""
     with autograd.no_grad():
         return [o.numpy(force=True).astype("float64") for o in _as_tuple(fn(*inputs))
-                if isinstance(o, Tensor) and o.dtype.kind == "f"]
+                if isinstance(o, Tensor) and is_floating(o.dtype)]
 
 
 def _check_forward_ad(fn, inputs, checked, eps, atol, rtol, raise_exception):
@@ -126,7 +127,7 @@ def _check_forward_ad(fn, inputs, checked, eps, atol, rtol, raise_exception):
             with forward_ad.dual_level():
                 dual = forward_ad.make_dual(x, as_tensor(tangent, device=x.device))
                 outs = [o for o in _as_tuple(fn(*inputs[:k], dual, *inputs[k + 1:]))
-                        if isinstance(o, Tensor) and o.dtype.kind == "f"]
+                        if isinstance(o, Tensor) and is_floating(o.dtype)]
                 jvps = [forward_ad.unpack_dual(o).tangent for o in outs]
             jvps = [numpy.zeros(o.shape) if d is None else d.numpy(force=True) for d, o in
                     zip(jvps, outs, strict=True)]

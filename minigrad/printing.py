@@ -5,6 +5,7 @@
     tensor(3.5, requires_grad=True)                a leaf that wants a gradient
     tensor([2., 4.], grad_fn=mul)                  made by a recorded op
     tensor([1., 2.], device='cuda')
+    tensor([1. , 2.5], dtype=bfloat16)          bfloat16 laid out as the float32 it widens to
 
 Display only: this formats a NumPy copy of the data and does no array math.
 """
@@ -15,7 +16,10 @@ _UNSAID_DTYPES = ("float32", "int64", "bool")
 
 def tensor_repr(tensor):
     array = tensor.numpy(force=True)
-    text = numpy.array2string(array, separator=", ", prefix="tensor(")
+    # NumPy lays out bfloat16 (ml_dtypes' dtype, the one of kind "V" a tensor holds) as its own
+    # scalars print, 1 for 1.0: laid out as float32 instead
+    shown = array.astype(numpy.float32) if array.dtype.kind == "V" else array
+    text = numpy.array2string(shown, separator=", ", prefix="tensor(")
     extras = [f"size={array.shape}"] if array.size == 0 else []   # "[]" alone hides the shape
     if array.dtype.name not in _UNSAID_DTYPES:
         extras.append(f"dtype={array.dtype.name}")

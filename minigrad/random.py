@@ -20,6 +20,7 @@ import numpy
 
 from . import tracing
 from .backends import get_backend
+from .dtypes import is_floating
 from .vmap_levels import random_levels
 
 DEFAULT_SEED = 67280421310721   # torch.Generator().initial_seed()
@@ -169,7 +170,7 @@ def multinomial_indices(op, weights, num_samples, replacement, generator):
     (u uniform in [0, 1)). Without: the categories of the `num_samples` smallest keys E_i / w_i
     (E_i exponential), which draws one category after another, each in proportion to the
     weights of those not yet drawn."""
-    if weights.dtype.kind != "f":
+    if not is_floating(weights.dtype):
         raise RuntimeError(f"{op}: only supports floating-point dtypes for input, got "
                            f"{weights.dtype}")
     if weights.ndim not in (1, 2):

@@ -6,6 +6,7 @@ both in the graph, so a backward written with minigrad ops is differentiable aga
 changed in place since forward (minigrad/version.py) or a floating-point intermediate comes as
 an `Unreadable` stand-in: its shape and place in the graph are there, its values raise.
 """
+from .dtypes import is_floating
 from .grad_mode import is_grad_enabled
 from .tensor import Tensor
 
@@ -44,7 +45,7 @@ def intermediate(node, i, array):
     if array is None:
         return None
     saved = Tensor.from_array(array, node.ctx.backend)
-    if array.dtype.kind not in "fc":
+    if array.dtype.kind not in "fc" and not is_floating(array.dtype):
         return saved
     return Unreadable(saved, RuntimeError(
         f"{node.name}: saved value {i} (shape {tuple(array.shape)}, {array.dtype}) was "

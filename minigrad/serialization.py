@@ -14,7 +14,8 @@ bools and None, nested to any depth, e.g.
     mg.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, path)
 
 Every format loads the same values: each array comes back as a Tensor (on `load`'s device),
-except those of dtypes a Tensor cannot hold (bfloat16, float8: NumPy arrays of `ml_dtypes`);
+bfloat16 ones too, except those of dtypes a Tensor cannot hold (float8: NumPy arrays of
+`ml_dtypes`);
 containers, numbers, strings, bools and None as they were saved.
 
 A flat dict of str -> array (a state dict) is stored as exactly those named arrays, so other
@@ -47,6 +48,7 @@ import os
 import numpy
 
 from .atomic import atomic_write
+from .dtypes import bfloat16
 from .formats import CheckpointError, default_max_bytes, fail, npz, pytorch, safetensors
 from .tensor import Tensor, as_tensor
 from .version import IN_PLACE_LOCK
@@ -187,9 +189,9 @@ def _flatten(state, check):
 def _loaded(array, device):
     """A stored array as `load` gives it, in this machine's byte order (an .npz may hold
     big-endian arrays): a Tensor on `device`, or the NumPy array itself where a Tensor cannot
-    hold its dtype (bfloat16 and float8, from ml_dtypes)."""
+    hold its dtype (float8, from ml_dtypes)."""
     array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    if array.dtype.kind not in "biufc":
+    if array.dtype.kind not in "biufc" and array.dtype != bfloat16:
         return array
     return as_tensor(array, device=device)
 
@@ -272,7 +274,7 @@ def load(path, device=None, max_bytes=None):
     strings; anything else is refused before it could run).
 
     Arrays come back as Tensors on `device` (default the CPU), from every format, except those
-    of dtypes a Tensor cannot hold (bfloat16, float8: NumPy arrays of ml_dtypes' dtypes). A file
+    of dtypes a Tensor cannot hold (float8: NumPy arrays of ml_dtypes' dtypes). A file
     of plain named arrays (a flat dict: other tools' files, and state dicts saved to .safetensors
     or .npz) comes back as a dict of name -> Tensor; anything else with the structure it was
     saved with (a .pt file: as `torch.load(path, weights_only=True)` gives it). A tensor saved

@@ -24,7 +24,7 @@ import reprlib
 from . import grad_mode, tracing
 from .backends import backend_of, get_backend, normalize_device
 from .backends import device as device_type
-from .dtypes import as_dtype, default_complex_dtype, get_default_dtype
+from .dtypes import as_dtype, bfloat16, default_complex_dtype, get_default_dtype, is_floating
 from .printing import tensor_repr
 from .shapes import AxisError, check_sizes, normalize_axis
 from .version import VersionCounter
@@ -74,9 +74,12 @@ def _as_array(data, dtype, device, copy):
     else:
         array = xp.array(data, dtype=dtype) if copy else xp.asarray(data, dtype=dtype)
     if array.dtype.kind not in _NUMERIC_KINDS:
-        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
-                        f"(dtype {array.dtype}); expected numbers, nested lists of numbers or a "
-                        "numeric array")
+        if array.dtype != bfloat16:
+            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data "
+                            f"(dtype {array.dtype}); expected numbers, nested lists of numbers "
+                            "or a numeric array")
+        array = array.view(bfloat16)   # the one dtype object is_floating knows (not a copy
+        # of it, as dtype.newbyteorder makes)
     return array, backend
 
 
@@ -162,7 +165,7 @@ def _names_device(value):
 
 
 def _check_can_require_grad(dtype, what):
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise TypeError(f"{what}: only floating-point tensors can require grad, not {dtype}; "
                         "make it floating first (e.g. dtype='float32' or .float())")
 

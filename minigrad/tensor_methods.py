@@ -16,11 +16,12 @@ spelling, or such a name (minigrad's or torch's, e.g. 'torch.DoubleTensor').
 """
 from . import autograd, hooks, ops, random
 from .backends import normalize_device
-from .dtypes import as_dtype
+from .dtypes import as_dtype, is_floating
 from .inplace import InPlaceMethods
 from .tensor import Tensor, as_tensor, shape_from_args, to_arguments
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "bfloat16": "BFloat16Tensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
                "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
@@ -63,6 +64,10 @@ class TensorMethods:
 
     def double(self):
         return self.astype("float64")
+
+    def is_floating_point(self):
+        """Whether the dtype is floating: float16, bfloat16, float32 or float64."""
+        return is_floating(self.dtype)
 
 
     def bernoulli(self, p=None, *, generator=None):
@@ -382,6 +387,7 @@ class TensorMethods:
     def long(self): return self.astype("int64")
     def int(self): return self.astype("int32")
     def half(self): return self.astype("float16")
+    def bfloat16(self): return self.astype("bfloat16")
     def bool(self): return self.astype("bool")
     def byte(self): return self.astype("uint8")
     def char(self): return self.astype("int8")

@@ -77,12 +77,11 @@ def test_every_dtype_views_shared_storages_and_nesting_from_torch(tmp_path):
     same(mg.load(tmp_path / "x.pt"), torch.load(tmp_path / "x.pt", weights_only=True))
 
 
-def test_bfloat16_needs_ml_dtypes_and_comes_back_as_an_array(tmp_path):
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+def test_bfloat16_comes_back_as_a_bfloat16_tensor(tmp_path):
     torch.save({"w": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)}, tmp_path / "b.pt")
     w = mg.load(tmp_path / "b.pt")["w"]
-    assert w.dtype == ml_dtypes.bfloat16
-    np.testing.assert_array_equal(w.astype(np.float32), [1.5, -2.0])
+    assert type(w) is mg.Tensor and w.dtype == mg.bfloat16
+    np.testing.assert_array_equal(w.float().numpy(), [1.5, -2.0])
 
 
 def test_a_single_tensor_and_the_device_argument(tmp_path):

@@ -5,20 +5,21 @@ its door, before its checks (`ops.autocast_inputs(name, ...)`, which asks the ru
 puts in the thread's state, minigrad/grad_mode.py; the losses of nn.functional take the
 decorator `float32_inputs`):
 
-    LOWER     matmul, linear, conv: float32 inputs are cast to float16 (the products, where
-              the time goes, in half the memory);
-    FLOAT32   the losses, prod: float16 inputs are cast to float32 (sums of many small terms,
-              where float16 loses digits or overflows).
+    LOWER     matmul, linear, conv: float32 inputs are cast to the lower dtype (the products,
+              where the time goes, in half the memory);
+    FLOAT32   the losses, prod: float16 and bfloat16 inputs are cast to float32 (sums of many
+              small terms, where the lower dtype loses digits or overflows).
 
-Every other op runs in the dtype of its inputs, with the usual promotion (float16 + float32
-is float32): on the CPU PyTorch keeps softmax, layer norm and batch norm on that list, so a
-float16 activation stays float16 through them (batch norm accumulates in float32 anyway,
-minigrad/backends/array_batch_norm.py). float64 is never cast. The casts are ops (`cast`),
-so gradients flow back to the float32 parameters in float32. The cast of a parameter (a leaf
-that requires grad) is made once per `with` block and reused (`cache_enabled`).
+The lower dtype is PyTorch's default: bfloat16 on the CPU, float16 on the GPU; `dtype=`
+picks either on the CPU (the GPU has float16 only: CuPy has no bfloat16 arrays). Every other
+op runs in the dtype of its inputs, with the usual promotion (bfloat16 + float32 is float32):
+on the CPU PyTorch keeps softmax, layer norm and batch norm on that list, so a lower-precision
+activation stays so through them (they compute in float32 inside and round once,
+minigrad/ops/opmath.py and minigrad/backends/array_batch_norm.py). float64 is never cast. The
+casts are ops (`cast`), so gradients flow back to the float32 parameters in float32. The cast
+of a parameter (a leaf that requires grad) is made once per `with` block and reused
+(`cache_enabled`).
 
-minigrad has float16 only: NumPy has no bfloat16 arithmetic, so `dtype=mg.bfloat16` (PyTorch's
-CPU default) is refused with a clear error, and `dtype` left out means float16 on both devices.
 As in PyTorch, `autocast("cuda")` without a GPU warns and does nothing, and an unsupported
 dtype (float32, float64) warns and disables the block. Call `backward` after the block.
 """
@@ -28,10 +29,12 @@ import warnings
 
 from .. import grad_mode
 from ..cuda import is_available as cuda_available
-from ..dtypes import as_dtype, float16, float32
+from ..dtypes import as_dtype, bfloat16, float16, float32, is_floating
 from ..tensor import Tensor
 
 _DEVICE_TYPES = ("cpu", "cuda")
+_DEFAULT_DTYPES = {"cpu": bfloat16, "cuda": float16}   # torch.get_autocast_dtype's
+_SUPPORTED_DTYPES = {"cpu": (bfloat16, float16), "cuda": (float16,)}
 
 # PyTorch's CPU autocast lists (aten/src/ATen/autocast_mode.cpp), for the functions minigrad
 # has. (mm, bmm and torch.matmul are all minigrad's matmul; conv1d is a conv2d. The losses of
@@ -76,7 +79,7 @@ class _Rules:
     def _target(self, x):
         """x's device type, when autocast is on there and x is a floating tensor that is not
         float64 (the tensors PyTorch casts); else None."""
-        if not isinstance(x, Tensor) or x.dtype.kind != "f" or x.dtype.itemsize == 8:
+        if not isinstance(x, Tensor) or not is_floating(x.dtype) or x.dtype.itemsize == 8:
             return None
         device = x.device.split(":")[0]
         return device if device in self.lower else None
@@ -85,8 +88,9 @@ class _Rules:
 class autocast:  # noqa: N801  (PyTorch's name; used as a `with` block or a decorator)
     """`with mg.autocast(device_type, dtype=None, enabled=True, cache_enabled=None):` the ops
     of the block on `device_type` ("cpu" or "cuda") run by the lists above; `dtype` is the
-    lower dtype (float16, the default). Nested blocks and `enabled=False` inside work as in
-    PyTorch; each block puts back the state it found, per thread."""
+    lower dtype (by default bfloat16 on the CPU, float16 on the GPU). Nested blocks and
+    `enabled=False` inside work as in PyTorch; each block puts back the state it found, per
+    thread."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
@@ -95,12 +99,14 @@ class autocast:  # noqa: N801  (PyTorch's name; used as a `with` block or a deco
             raise RuntimeError(f"autocast: device_type must be one of {_DEVICE_TYPES}, got "
                                f"{device_type!r}")
         self.device = device_type
-        self.fast_dtype = float16 if dtype is None else as_dtype(dtype)
+        self.fast_dtype = _DEFAULT_DTYPES[device_type] if dtype is None else as_dtype(dtype)
         self._enabled = bool(enabled)
-        if self._enabled and self.fast_dtype != float16:
+        supported = _SUPPORTED_DTYPES[device_type]
+        if self._enabled and self.fast_dtype not in supported:
             warnings.warn(f"In {device_type.upper()} autocast, but the target dtype is not "
-                          f"supported ({self.fast_dtype}; minigrad supports float16). Disabling "
-                          "autocast.", stacklevel=2)
+                          f"supported ({self.fast_dtype}; minigrad supports "
+                          f"{' and '.join(map(str, supported))} there). Disabling autocast.",
+                          stacklevel=2)
             self._enabled = False
         if self._enabled and device_type == "cuda" and not cuda_available():
             warnings.warn("CUDA is not available. Disabling autocast.", stacklevel=2)
@@ -140,14 +146,17 @@ def is_autocast_enabled(device_type="cpu"):
 
 
 def get_autocast_dtype(device_type="cpu"):
-    """The lower dtype autocast uses on `device_type` (float16 in minigrad)."""
+    """The lower dtype autocast uses on `device_type` (by default bfloat16 on the CPU, float16
+    on the GPU)."""
     rules = grad_mode._state.autocast
-    return rules.lower.get(device_type, float16) if rules is not None else float16
+    default = _DEFAULT_DTYPES[device_type]
+    return rules.lower.get(device_type, default) if rules is not None else default
 
 
 def float32_inputs(function):
-    """`function` (a loss of nn.functional, on FLOAT32) with its float16 tensor arguments cast
-    to float32 while autocast is on: the door of ops.autocast_inputs, as a decorator."""
+    """`function` (a loss of nn.functional, on FLOAT32) with its float16 and bfloat16 tensor
+    arguments cast to float32 while autocast is on: the door of ops.autocast_inputs, as a
+    decorator."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         rules = grad_mode._state.autocast

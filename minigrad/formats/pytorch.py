@@ -23,7 +23,7 @@ the elements they address (any stride on an axis of size 1, as torch). A tensor 
 refers to twice, and tensors that are the same view of one storage (tied weights), load as one
 tensor; a view that is all of its storage, in order, is the storage itself (no copy); other
 views load as copies of their elements (they no longer share memory), and a view larger than
-its storage (an `expand`ed tensor) is refused. bfloat16 needs `ml_dtypes`.
+its storage (an `expand`ed tensor) is refused. BFloat16Storage holds ml_dtypes' bfloat16.
 
 Writing: every stored array becomes a tensor with its own storage, pickled once and memoized,
 so an array the structure names twice is one tensor object in `torch.load`; the pickle
@@ -41,6 +41,7 @@ import zlib
 
 import numpy
 
+from ..dtypes import as_dtype
 from . import CheckpointError, fail
 from .weights_pickle import TENSOR, WeightsPickle
 
@@ -271,23 +272,12 @@ class _StorageType:
     """What `torch.FloatStorage` (and the other storage names) stand for: a dtype."""
 
     def __init__(self, name):
-        self.name, self.dtype = name, _dtype(name)
+        self.name, self.dtype = name, as_dtype(_STORAGES[name])
 
 
 class _Storage:
     def __init__(self, array):
         self.array = array
-
-
-def _dtype(storage_name):
-    name = _STORAGES[storage_name]
-    if name != "bfloat16":
-        return numpy.dtype(name)
-    try:
-        import ml_dtypes
-    except ImportError:
-        return None   # refused when a storage of it is read
-    return numpy.dtype(ml_dtypes.bfloat16)
 
 
 class _TorchFile:
@@ -323,9 +313,6 @@ class _TorchFile:
             if storage.array.dtype != kind.dtype or storage.array.size != numel:
                 raise self.bad(f"storage {key!r} is claimed as two different dtypes or sizes")
             return storage
-        if kind.dtype is None:
-            raise self.bad(f"storage {key!r} is bfloat16, which needs the ml_dtypes package "
-                           f"(pip install minigrad[bf16])")
         info = self.records.get(f"data/{key}")
         if info is None:
             raise self.bad(f"storage {key!r} has no data/{key[:100]} record")

@@ -16,8 +16,8 @@ so a flipped byte anywhere in the file is caught: in a tensor by its digest, in 
 the header digest (or by the JSON and layout checks). Files written by other tools carry no
 digests: they load with the digest check skipped.
 
-bfloat16 and float8 tensors (BF16, F8_E4M3, F8_E5M2, F8_E8M0) need the `ml_dtypes` package
-(`pip install minigrad[bf16]`); without it they are an "unsupported dtype" error.
+bfloat16 and float8 tensors (BF16, F8_E4M3, F8_E5M2, F8_E8M0) are ml_dtypes' dtypes; a code the
+installed ml_dtypes lacks (F8_E8M0 before ml_dtypes 0.5) is an "unsupported dtype" error.
 """
 import collections
 import functools
@@ -26,6 +26,7 @@ import json
 import os
 import sys
 
+import ml_dtypes
 import numpy
 
 from . import Budget, CheckpointError, check_shape, fail, unique_pairs
@@ -49,10 +50,6 @@ _CODES = {code: code for code in (*_NUMPY_CODES, *_ML_DTYPES_CODES)}   # one str
 def _dtypes():
     """safetensors dtype code -> NumPy dtype, for the codes this installation can hold."""
     table = {code: numpy.dtype(name) for code, name in _NUMPY_CODES.items()}
-    try:
-        import ml_dtypes
-    except ImportError:
-        return table
     table.update({code: numpy.dtype(getattr(ml_dtypes, name))
                   for code, name in _ML_DTYPES_CODES.items() if hasattr(ml_dtypes, name)})
     return table
@@ -238,7 +235,7 @@ def _layout(path, header, buffer_size):
             raise fail(path, EXTENSION, f"tensor {name!r}: dtype {code!r:.40} is not a string")
         if code not in _dtypes():
             known = code in _ML_DTYPES_CODES or code in _PACKED_CODES
-            hint = (" (install ml_dtypes to read it: pip install minigrad[bf16])"
+            hint = (f" (ml_dtypes {ml_dtypes.__version__} has no such dtype; a newer one does)"
                     if code in _ML_DTYPES_CODES else "")
             raise fail(path, EXTENSION, f"tensor {name!r}: {'unsupported' if known else 'unknown'}"
                                         f" dtype {code!r:.40}{hint}")

@@ -17,6 +17,7 @@ import functools
 from .. import forward_ad
 from ..batched import unwrapped
 from ..creation import eye, zeros_like
+from ..dtypes import is_floating
 from ..tensor import Tensor
 from .grad import _argnums, _name, _with_aux, keeps_graph
 from .levels import exposed, hidden
@@ -64,7 +65,7 @@ def _check_pair(where, i, primal, tangent):
         if not isinstance(t, Tensor):
             raise RuntimeError(f"{where}: expected {name} {i} to be a tensor, got "
                                f"{type(t).__name__}")
-    if primal.dtype.kind != "f":
+    if not is_floating(primal.dtype):
         raise RuntimeError(f"{where}: primal {i} must be floating point to carry a tangent, "
                            f"got {primal.dtype}")
     if tuple(primal.shape) != tuple(tangent.shape) or primal.dtype != tangent.dtype:

@@ -9,6 +9,7 @@ import numpy
 
 from .. import creation, ops, tracing
 from ..batched import wrapped
+from ..dtypes import finfo, is_floating
 
 # Primitives whose signature already is PyTorch's functional one are F's functions as they are.
 from ..ops import (  # noqa: F401
@@ -28,6 +29,7 @@ from ..ops import (  # noqa: F401
 from ..ops import lp_normalize as normalize  # noqa: F401
 from ..ops.errors import DTypeError, ShapeError
 from ..ops.fused_batch_norm import affine_channels, channel_view_shape, check_batch_norm
+from ..ops.opmath import in_float32
 from ..random import device_generator
 from ..tensor import Tensor, as_tensor
 from ..vmap_levels import batch_sizes, random_levels
@@ -264,6 +266,7 @@ def _check_batch_norm(input, running_mean, running_var, weight, bias, training, 
     return values_per_statistic("batch_norm", input, input.shape[1])
 
 
+@in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the last len(normalized_shape) axes of each sample, then scale by weight
     and shift by bias (both of shape normalized_shape, optional)."""
@@ -279,6 +282,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else ops.add(y, bias)
 
 
+@in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """y = input / sqrt(mean(input^2 over the last len(normalized_shape) axes) + eps) * weight,
     with eps=None the machine epsilon of the input's dtype (as PyTorch)."""
@@ -289,12 +293,13 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise ValueError(f"rms_norm: the input's last axes {input.shape} do not match "
                          f"normalized_shape {normalized_shape}")
     if eps is None:
-        eps = float(numpy.finfo(input.dtype).eps)
+        eps = float(finfo(input.dtype).eps)
     axes = tuple(range(input.ndim - count, input.ndim))
     y = input * ((input * input).mean(axis=axes, keepdims=True) + eps) ** -0.5
     return y if weight is None else ops.mul(y, weight)
 
 
+@in_float32
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Split the C channels of (N, C, *) input into num_groups groups, normalize each sample's
     group over its channels and positions, then apply per-channel weight and bias:
@@ -471,7 +476,7 @@ def additive_mask(op, name, mask, dtype, true_means_masked):
     as -inf where it masks out and 0 elsewhere."""
     if not isinstance(mask, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(mask).__name__}")
-    if mask.dtype.kind == "f":
+    if is_floating(mask.dtype):
         return mask
     if mask.dtype.kind != "b":
         raise AssertionError(f"{op}: only bool and floating types of {name} are supported, got "
@@ -509,6 +514,7 @@ def causal_mask(length, source_length, dtype=None, device=None):
                            upper, -numpy.inf)
 
 
+@in_float32
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value, over query (..., L, E), key (..., S, E)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy
 
 from ..backends import get_backend
+from ..dtypes import is_floating
 from ..hooks import RemovableHandle
 from ..tensor import Tensor, to_arguments
 from ..version import bump_version
@@ -326,6 +327,10 @@ class Module:
         """Cast floating-point parameters and buffers to float16, in place; returns self."""
         return self.to(dtype="float16")
 
+    def bfloat16(self):
+        """Cast floating-point parameters and buffers to bfloat16, in place; returns self."""
+        return self.to(dtype="bfloat16")
+
     def requires_grad_(self, requires_grad=True):
         """Switch gradient tracking of every parameter on or off (freezing layers)."""
         for param in self.parameters():
@@ -439,7 +444,7 @@ def _move(tensor, backend, dtype):
         tensor._backend = backend
         if tensor.grad is not None:
             tensor.grad = tensor.grad.to(backend.device)
-    if dtype is not None and tensor.dtype.kind == "f":
+    if dtype is not None and is_floating(tensor.dtype):
         dtype = tensor.backend.xp.dtype(dtype)
         if tensor.dtype != dtype:
             tensor.array = tensor.array.astype(dtype)
@@ -461,8 +466,8 @@ def _checked_array(key, value, target):
     if array.shape != target.shape:
         return None, (f"{key!r}: shape {array.shape} in the state dict, but the module's "
                       f"tensor has shape {target.shape}")
-    have = _DTYPE_FAMILIES.get(array.dtype.kind)
-    want = _DTYPE_FAMILIES.get(target.dtype.kind)
+    have = "floating" if is_floating(array.dtype) else _DTYPE_FAMILIES.get(array.dtype.kind)
+    want = "floating" if is_floating(target.dtype) else _DTYPE_FAMILIES.get(target.dtype.kind)
     if have is None or have != want:
         return None, (f"{key!r}: dtype {array.dtype} in the state dict cannot load into the "
                       f"module's {target.dtype} tensor ({want} values expected)")

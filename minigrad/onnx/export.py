@@ -7,6 +7,7 @@ from collections import namedtuple
 import numpy
 
 from .. import autograd
+from ..dtypes import is_floating
 from ..tensor import Tensor
 from . import constants, ops, sizes, write
 from .graph import Graph
@@ -56,7 +57,7 @@ def trace(model, example_input):
     """A Trace: the tape of the model run once in eval mode, its input, its outputs as a list
     and its layer calls."""
     x = example_input.detach()
-    if x.dtype.kind == "f":
+    if is_floating(x.dtype):
         x.requires_grad_(True)   # so every op reached from it is recorded
     was_training = model.training
     model.eval()
@@ -186,7 +187,8 @@ def _same(graph, check, batches):
     nodes = [k for k, (a, b) in enumerate(itertools.zip_longest(graph.nodes, check.nodes))
              if a != b]
     weights = [name for (name, a), (_, b) in zip(graph.weights, check.weights)
-               if a.shape != b.shape or not numpy.array_equal(a, b, a.dtype.kind in "fc")]
+               if a.shape != b.shape or not numpy.array_equal(
+                   a, b, equal_nan=is_floating(a.dtype) or a.dtype.kind == "c")]
     if not nodes and not weights:
         return
     if nodes:

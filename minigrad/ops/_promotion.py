@@ -3,7 +3,8 @@
 
 Dtypes fall in categories, bool < integer < floating < complex. Two dtypes promote to the
 larger of the two within a category (uint8 with int8 gives int16, float16 with float32
-float32); across categories the higher category's dtype wins (int64 with float16 gives float16).
+float32, bfloat16 with float16 float32: neither holds the other); across categories the higher
+category's dtype wins (int64 with float16 gives float16, int64 with bfloat16 bfloat16).
 
 Operands rank too: tensors with dimensions, then 0-d tensors, then Python numbers. Each rank is
 promoted on its own; a lower rank changes the result only when it is of a higher category, and
@@ -16,11 +17,12 @@ they would, ops cast to the promoted dtype before they compute.
 import numpy
 
 from .. import grad_mode
-from ..dtypes import default_complex_dtype, get_default_dtype
+from ..dtypes import default_complex_dtype, get_default_dtype, is_floating
 from ..tensor import Tensor, as_tensor
 from .errors import DTypeError
 
-_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+# NumPy files bfloat16 (ml_dtypes) under kind "V": the one dtype of that kind a tensor holds
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2, "c": 3}
 _NUMBERS = (bool, int, float, complex)
 
 
@@ -57,7 +59,7 @@ def _combine(higher, lower):
         return lower if higher is None else higher
     if _CATEGORY[lower.kind] <= _CATEGORY[higher.kind]:
         return higher
-    if higher.kind == "f":
+    if _CATEGORY[higher.kind] == 2:
         return numpy.promote_types(higher, numpy.dtype("complex64"))
     return lower
 
@@ -109,9 +111,9 @@ def _common_case(operands, floating):
     per binary op, a third of a small one (measured in issue 22)."""
     a, b = operands
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        return operands if a.dtype == b.dtype and (not floating or a.dtype.kind in "fc") else None
+        return operands if a.dtype == b.dtype and (not floating or a.dtype.kind in "fcV") else None
     tensor, number = (a, b) if isinstance(a, Tensor) else (b, a)
-    if not (isinstance(tensor, Tensor) and tensor.dtype.kind == "f"
+    if not (isinstance(tensor, Tensor) and tensor.dtype.kind in "fV"
             and isinstance(number, (int, float))):
         return None
     constant = _constant(number, tensor.dtype, tensor)
@@ -152,7 +154,7 @@ def to_floating(op, x):
     tanh, sigmoid, erf, ...): an integer or bool tensor is computed in the default float
     dtype (exp of an int tensor is float32); floating tensors and non-tensors pass through
     (decided here first: promote's general rule costs a unary op a third of its time)."""
-    if not isinstance(x, Tensor) or x.dtype.kind in "fc":
+    if not isinstance(x, Tensor) or x.dtype.kind in "fcV":
         return x
     return promote(op, x, floating=True)[0]
 
@@ -171,7 +173,7 @@ def check_same_dtype(op, names, operands):
 
 def require_floating(op, x, kinds="f"):
     """A DTypeError naming `op` unless the array or tensor `x` is floating (or of `kinds`)."""
-    if x.dtype.kind not in kinds:
+    if x.dtype.kind not in kinds and not is_floating(x.dtype):
         raise DTypeError(f"{op}: expected a floating tensor, got dtype {x.dtype} (shape "
                         f"{x.shape}); cast it first, e.g. x.float()")
 

@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from ._promotion import require_floating
 from .base import Op
 from .elementwise import where
+from .opmath import in_float32
 from .special import erf
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -44,6 +45,7 @@ class Softmax(Op):
     jvp = backward   # a symmetric Jacobian is its own transpose
 
 
+@in_float32
 def softmax(x, dim=None, *, axis=None):
     """exp(x) / sum(exp(x)) along `dim` (or `axis`; the last by default), without overflow."""
     dim, _ = dim_keywords("softmax", dim, None, axis, None)
@@ -68,6 +70,7 @@ class LeakyRelu(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, negative_slope=negative_slope)
 
@@ -122,6 +125,7 @@ class Softplus(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def softplus(x, beta=1.0, threshold=20.0):
     return Softplus.apply(x, beta=beta, threshold=threshold)
 
@@ -176,6 +180,7 @@ class Silu(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def silu(x):
     return Silu.apply(x)
 
@@ -201,6 +206,7 @@ class Mish(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def mish(x):
     return Mish.apply(x)
 
@@ -249,5 +255,6 @@ class Gelu(Op):
         return g * (cdf + x * pdf)
 
 
+@in_float32
 def gelu(x, approximate="none"):
     return Gelu.apply(x, approximate=approximate)

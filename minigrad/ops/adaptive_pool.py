@@ -11,10 +11,12 @@ by repeating their last index (a repeat comes after the original, so never wins 
 """
 import numpy
 
+from ..dtypes import is_floating
 from ..tensor import as_tensor
 from .base import Op
 from .indexing import GetItem, IndexAdd
 from .linalg import matmul
+from .opmath import in_float32
 
 
 def adaptive_output_size(op, shape, output_size):
@@ -43,10 +45,11 @@ def _averaging_matrix(n, out, dtype):
     return matrix
 
 
+@in_float32
 def adaptive_avg_pool2d(x, output_size):
     """Mean over adaptive windows of NCHW `x`: A_h @ x @ A_w^T (see the module doc)."""
     ho, wo = adaptive_output_size("adaptive_avg_pool2d", x.shape, output_size)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"adaptive_avg_pool2d: needs a floating-point input, got {x.dtype}")
     rows, cols = (as_tensor(_averaging_matrix(n, out, x.dtype), device=x.device)
                   for n, out in ((x.shape[2], ho), (x.shape[3], wo)))

@@ -6,6 +6,7 @@ import numpy
 
 from .. import autograd, forward_ad, grad_mode, tracing, version, views, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
+from ..dtypes import bfloat16
 from ..tensor import Tensor
 from ._promotion import lift
 
@@ -272,8 +273,8 @@ def _backend_array(output, backend, op):
     called numpy instead of ctx.xp) is a clear error."""
     if isinstance(output, backend.xp.ndarray):
         return output
-    if type(output).__module__ == backend.xp.__name__:   # a scalar of the array module
-        return backend.xp.asarray(output)
+    if type(output).__module__ == backend.xp.__name__ or type(output) is bfloat16.type:
+        return backend.xp.asarray(output)   # a scalar of the array module (or of ml_dtypes)
     raise TypeError(f"{op.name()}.forward returned a {type(output).__module__}."
                     f"{type(output).__name__}; expected an array of the {backend.name} backend "
                     "(write forward with ctx.xp)")
@@ -282,7 +283,8 @@ def _backend_array(output, backend, op):
 def _differentiable(output, ctx):
     """Whether an output gets a gradient: floating point (an integer or boolean result, such as a
     cast to int64, is a constant) and not marked with ctx.mark_non_differentiable."""
-    return output.dtype.kind == "f" and (not ctx.non_differentiable or all(
+    dtype = output.dtype   # is_floating, inline: this runs for every recorded output
+    return (dtype.kind == "f" or dtype is bfloat16) and (not ctx.non_differentiable or all(
         [output is not c for c in ctx.non_differentiable]))
 
 

@@ -10,6 +10,7 @@ from ._promotion import autocast_inputs, check_same_dtype
 from .conv import Conv2d, ConvTranspose2d, EmptyBatchConv2d
 from .errors import ShapeError
 from .join import pad
+from .opmath import float32_call
 from .shape import reshape
 from .window import ntuple, pair
 
@@ -53,7 +54,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         x = pad(x, ((0, 0), (0, 0)) + tuple((0, after - before) for before, after in sides))
     check_same_dtype("conv2d", ("input", "weight", "bias"), (x, weight, bias))
     op = EmptyBatchConv2d if x.shape[0] == 0 else Conv2d
-    return op.apply(x, weight, bias, stride=stride, padding=tuple(b for b, _ in sides),
+    return float32_call(op.apply, x, weight, bias, stride=stride,
+                        padding=tuple(b for b, _ in sides),
                     dilation=dilation, groups=groups)
 
 
@@ -99,5 +101,5 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if min(size) < 1:
         raise ShapeError(f"{op}: the output of input {x.shape} and weight {weight.shape} with "
                          f"stride {stride}, padding {padding} would have size {size}")
-    return ConvTranspose2d.apply(x, weight, bias, size=size, stride=stride, padding=padding,
-                                 dilation=dilation, groups=groups)
+    return float32_call(ConvTranspose2d.apply, x, weight, bias, size=size, stride=stride,
+                        padding=padding, dilation=dilation, groups=groups)

@@ -1,9 +1,11 @@
 """Distances and similarities between vectors, composed from primitives (their gradients are
 those of the primitives): cdist, pairwise_distance, cosine_similarity and the p-norm scaling
 `lp_normalize` (PyTorch's F.normalize)."""
+from ..dtypes import is_floating
 from ..tensor import Tensor
 from .elementwise import clamp
 from .math import norm
+from .opmath import in_float32
 from .reduction import sum as sum_
 
 
@@ -16,11 +18,12 @@ def _p_norm(op, diff, p, keepdim=False):
     return norm(diff, p, -1, keepdim)
 
 
+@in_float32
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M):
     a (..., P, R) tensor, the leading axes broadcast."""
     for x in (x1, x2):
-        if not isinstance(x, Tensor) or x.ndim < 2 or x.dtype.kind != "f":
+        if not isinstance(x, Tensor) or x.ndim < 2 or not is_floating(x.dtype):
             raise RuntimeError(f"cdist: expects floating tensors of at least 2 dims, got "
                                f"{getattr(x, 'shape', type(x).__name__)} "
                                f"{getattr(x, 'dtype', '')}")
@@ -35,6 +38,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return _p_norm("pairwise_distance", x1 - x2 + eps, p, keepdim)
 
 
+@in_float32
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along `dim` (x1, x2 broadcast)."""
     n1, n2 = (clamp(norm(x, 2, dim, keepdim=True), min=eps) for x in (x1, x2))

@@ -13,6 +13,7 @@ import string
 from ..tensor import Tensor
 from ._promotion import check_same_dtype
 from .base import Op
+from .opmath import float32_call
 from .shape import broadcast_to, reshape
 from .tangents import product_rule
 
@@ -127,4 +128,4 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     check_same_dtype("einsum", [f"operand {i}" for i in range(len(operands))], operands)
     inputs, output = _explicit("einsum", equation, operands)
-    return Einsum.apply(*operands, inputs=inputs, output=output)
+    return float32_call(Einsum.apply, *operands, inputs=inputs, output=output)

@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from ._promotion import promote, result_type, to_floating
 from .base import Op
 from .errors import DTypeError, ShapeError
+from .opmath import in_float32
 from .tangents import filled, linear, product_rule, total
 
 
@@ -542,6 +543,7 @@ class Clamp(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def clamp(a, min=None, max=None):
     """a limited to [min, max] elementwise (numbers; either may be None), as torch.clamp."""
     if min is None and max is None:
@@ -612,6 +614,7 @@ class Sigmoid(Op):
     jvp = backward   # a diagonal Jacobian is its own transpose
 
 
+@in_float32
 def sigmoid(a):
     return Sigmoid.apply(to_floating("sigmoid", a))
 

@@ -6,6 +6,7 @@ import math
 from ._promotion import to_floating
 from .base import Op
 from .elementwise import pow
+from .opmath import in_float32
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
@@ -137,6 +138,7 @@ def expm1(x):
     return Expm1.apply(to_floating("expm1", x))
 
 
+@in_float32
 def rsqrt(x):
     return Rsqrt.apply(to_floating("rsqrt", x))
 

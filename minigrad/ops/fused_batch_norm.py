@@ -18,6 +18,7 @@ When the gradient itself must be differentiable (create_graph=True), and in the 
 backward differentiates the composed formula instead, so higher derivatives come out right.
 """
 from .. import autograd
+from ..dtypes import is_floating
 from ..tensor import Tensor, as_tensor
 from .base import Op
 from .batch_axes import stretched
@@ -37,7 +38,7 @@ def check_batch_norm(op, x, axis=1, count_values=True, dtype_rule=True, **vector
     channel in the training form (mean None: the variance of one value is 0, so the output
     would be beta whatever the input); the layers count them themselves. Returns the channel
     axis as a non-negative int."""
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{op}: expected a floating input, got dtype {x.dtype} "
                         f"(shape {x.shape})")
     if x.ndim < 1 or not -x.ndim <= axis < x.ndim:

@@ -9,6 +9,7 @@ searchsorted, so it takes any increasing edges too.
 """
 import collections
 
+from ..dtypes import is_floating
 from ..tensor import Tensor
 from .base import device_mismatch
 
@@ -16,7 +17,7 @@ HistogramResult = collections.namedtuple("histogram", ["hist", "bin_edges"])
 
 
 def _check_floating(op, x):
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise NotImplementedError(f"{op}: not implemented for dtype {x.dtype} (tensor of shape "
                                   f"{x.shape}); count a floating tensor, e.g. x.float()")
 

@@ -7,6 +7,7 @@ from ._promotion import autocast_inputs, check_same_dtype
 from .base import Op
 from .batch_axes import padded, stretched
 from .errors import ShapeError
+from .opmath import float32_call
 from .tangents import product_rule
 
 
@@ -96,7 +97,7 @@ def _reshaped(t, shape):
 
 
 def matmul(a, b):
-    return MatMul.apply(*autocast_inputs("matmul", a, b))
+    return float32_call(MatMul.apply, *autocast_inputs("matmul", a, b))
 
 
 class Linear(Op):
@@ -162,4 +163,4 @@ def linear(x, weight, bias=None):
     if bias is not None and bias.shape not in ((weight.shape[0],), (1,), ()):
         raise ShapeError(f"linear: bias of shape {bias.shape} does not fit weight of shape "
                          f"{weight.shape}: expected ({weight.shape[0]},)")
-    return Linear.apply(x, weight, bias)
+    return float32_call(Linear.apply, x, weight, bias)

@@ -16,6 +16,7 @@ or by M for probability targets. Inputs (N, C, d1, ...) are read with the classe
 import numpy
 
 from .. import autograd
+from ..dtypes import is_floating
 from ..shapes import dim_keywords, normalize_axis
 from ..tensor import Tensor, as_tensor
 from . import either
@@ -24,6 +25,7 @@ from .base import Op
 from .batch_axes import merged, split_leading, stretched
 from .elementwise import where
 from .errors import DTypeError, IndexRangeError, ShapeError
+from .opmath import float32_call, in_float32
 from .tangents import total
 
 
@@ -44,7 +46,7 @@ class LogSoftmax(Op):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             raise DTypeError(f"log_softmax: needs a floating-point tensor, got dtype {x.dtype} "
                              f"(shape {x.shape}); cast it first, e.g. x.float()")
         axis = normalize_axis("log_softmax", axis, x.shape)
@@ -68,6 +70,7 @@ class LogSoftmax(Op):
         return dx - (y.exp() * dx).sum(axis=axis, keepdims=True)
 
 
+@in_float32
 def log_softmax(x, dim=None, *, axis=None):
     """log(softmax(x)) along `dim` (or `axis`; the last by default), computed stably."""
     dim, _ = dim_keywords("log_softmax", dim, None, axis, None)
@@ -347,7 +350,8 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     classes = logits.shape[1]
     weight = None if weight is None else _check_weight(op, weight, classes, input)
     target = _as_tensor(op, "target", target, input)
-    if target.dtype.kind == "f":   # class probabilities
+    probabilities = is_floating(target.dtype)   # a target of class probabilities, not indices
+    if probabilities:
         if target.shape != input.shape:
             raise ShapeError(f"{op}: probability targets must have the input's shape "
                              f"{input.shape}, got {target.shape}")
@@ -373,13 +377,15 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
     # the rows of q sum to 1 (smoothing keeps that) unless weighted or ignored (CrossEntropy
     # finds out which)
     return _cross_entropy(input, logits, q, divisor, ignored, reduction,
-                          unit_rows=weight is None and target.dtype.kind != "f",
-                          masked=target.dtype.kind != "f")
+                          unit_rows=weight is None and not probabilities,
+                          masked=not probabilities)
 
 
 def _cross_entropy(input, logits, q, divisor, ignored, reduction, **attrs):
-    """CrossEntropy of (M, C) `logits`, its losses in `input`'s shape for reduction "none"."""
-    loss = CrossEntropy.apply(logits, q, divisor, ignored, reduction=reduction, **attrs)
+    """CrossEntropy of (M, C) `logits` (in float32 for bfloat16 logits, minigrad/ops/opmath.py),
+    its losses in `input`'s shape for reduction "none"."""
+    loss = float32_call(CrossEntropy.apply, logits, q, divisor, ignored, reduction=reduction,
+                        **attrs)
     return loss.reshape(_batch_shape(input.shape)) if reduction == "none" else loss
 
 
@@ -453,7 +459,7 @@ def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):
     input, target, weight = autocast_inputs("binary_cross_entropy", input, target, weight)
     _check_reduction("binary_cross_entropy", reduction)
     target = _as_tensor("binary_cross_entropy", "target", target, input)
-    losses = BinaryCrossEntropy.apply(input, target)
+    losses = float32_call(BinaryCrossEntropy.apply, input, target)
     if weight is not None:
         losses = losses * _as_tensor("binary_cross_entropy", "weight", weight, input)
     if reduction == "none":

@@ -7,6 +7,7 @@ from ._promotion import promote, require_floating, to_floating
 from .base import Op
 from .elementwise import _check_broadcast, where
 from .join import concatenate
+from .opmath import in_float32
 from .rearrange import flip
 from .reduction import max as max_
 from .reduction import sum as sum_
@@ -141,6 +142,7 @@ class Cumsum(Op):
     jvp = staticmethod(linear)
 
 
+@in_float32
 def cumsum(x, dim):
     return Cumsum.apply(x, axis=_scan_axis("cumsum", x, dim) if x.ndim else None)
 
@@ -178,6 +180,7 @@ class Cumprod(Op):
     jvp = staticmethod(transposed_backward)
 
 
+@in_float32
 def cumprod(x, dim):
     return Cumprod.apply(x, axis=_scan_axis("cumprod", x, dim) if x.ndim else None)
 
@@ -276,6 +279,7 @@ class VectorNorm(Op):
         return sum_(slope * dx, ctx.attrs["axes"], ctx.attrs["keepdims"])
 
 
+@in_float32
 def norm(x, p="fro", dim=None, keepdim=False):
     """The vector p-norm of x over `dim` (all axes by default): "fro" or 2, 1, inf, -inf, 0 (the
     count of nonzeros, a constant), or any other number p as (sum |x|^p)^(1/p)."""

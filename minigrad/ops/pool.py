@@ -21,6 +21,7 @@ padding that ceil_mode adds never count; divisor_override replaces the count.
 from ..backends.select import keep_where
 from .base import Op
 from .elementwise import Keep
+from .opmath import in_float32
 from .tangents import linear
 from .window import NO_DILATION, Fold, Unfold, output_size, pair, sliding_windows
 
@@ -203,6 +204,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                            return_indices=bool(return_indices))
 
 
+@in_float32
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over kh x kw windows of NCHW `x` (stride defaults to kernel_size; zero padding

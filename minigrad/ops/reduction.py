@@ -7,6 +7,7 @@ the reduced axes kept (length 1), then broadcast to the input's shape.
 import collections
 
 from ..backends.select import keep_mask
+from ..dtypes import is_floating
 from ..shapes import dim_keywords, kept_shape, normalize_axes, normalize_axis
 from ..tensor import Tensor
 from . import either
@@ -14,6 +15,7 @@ from ._promotion import autocast_inputs, require_floating
 from .base import Op
 from .elementwise import Keep, exp, sqrt, where
 from .errors import IndexRangeError, ShapeError
+from .opmath import float32_call, in_float32
 from .ordering import PickAlong
 from .tangents import linear, reduced
 
@@ -85,6 +87,7 @@ class Sum(Op):
     jvp = staticmethod(linear)
 
 
+@in_float32
 def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("sum", dim, keepdim, axis, keepdims)
     return Sum.apply(x, axis=axis, keepdims=keepdims)
@@ -119,6 +122,7 @@ class Mean(Op):
         return (lambda x: (mean(x), None)), lambda saved, g: spread(g / count)
 
 
+@in_float32
 def mean(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("mean", dim, keepdim, axis, keepdims)
     return Mean.apply(x, axis=axis, keepdims=keepdims)
@@ -134,7 +138,7 @@ def _extremum(ctx, x, axis, keepdims, name):
         raise ShapeError(f"{name}: cannot reduce over axis {empty[0]}, which is empty, of a "
                          f"tensor of shape {x.shape}: the {name} of no values is undefined")
     out = getattr(x, name)(axis=ctx.axes, keepdims=True)
-    if x.dtype.kind in "fc":
+    if x.dtype.kind in "fc" or is_floating(x.dtype):
         hit = (x == out) | (xp.isnan(x) & xp.isnan(out))
         ctx.keep = keep_mask(xp, ~hit, x.dtype)
         ctx.count = hit.sum(axis=ctx.axes, keepdims=True, dtype=x.dtype)
@@ -306,6 +310,7 @@ def _correction(op, unbiased, correction):
     return 1 if correction is None else correction
 
 
+@in_float32
 def var(x, dim=None, keepdim=None, *, unbiased=None, correction=None, axis=None,
         keepdims=None):
     """Variance over `dim` with divisor n - correction (correction=1, unbiased=True, by
@@ -314,6 +319,7 @@ def var(x, dim=None, keepdim=None, *, unbiased=None, correction=None, axis=None,
     return _variance("var", x, dim, keepdim, unbiased, correction, axis, keepdims)
 
 
+@in_float32
 def std(x, dim=None, keepdim=None, *, unbiased=None, correction=None, axis=None,
         keepdims=None):
     """sqrt(var(x)), as torch.std;  dx = g / (2 std) * dvar/dx."""
@@ -374,7 +380,7 @@ def _product_of_others(x, axes):
 def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("prod", dim, keepdim, axis, keepdims)
     x, = autocast_inputs("prod", x)
-    return Prod.apply(x, axis=axis, keepdims=keepdims)
+    return float32_call(Prod.apply, x, axis=axis, keepdims=keepdims)
 
 
 class LogSumExp(Op):
@@ -410,6 +416,7 @@ class LogSumExp(Op):
     jvp = staticmethod(reduced)
 
 
+@in_float32
 def logsumexp(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     axis, keepdims = dim_keywords("logsumexp", dim, keepdim, axis, keepdims)
     return LogSumExp.apply(x, axis=axis, keepdims=keepdims)

@@ -4,6 +4,7 @@ JVP; a product is differentiated one factor at a time; any op's JVP is its backw
 While a jvp runs, `ctx.primals` and `ctx.results` are the op's input and output tensors and
 `ctx.attrs` the attributes it was applied with."""
 from .. import autograd
+from ..dtypes import is_floating
 from ..grad_mode import switched_to
 
 
@@ -21,7 +22,7 @@ def total(*terms):
 def filled(ctx, *tangents):
     """The tangents with zeros for the floating inputs that have none, and the input itself for
     the others (indices, masks, absent ones): the arguments to run a linear op on tangents."""
-    return [d if d is not None else x if x is None or x.dtype.kind != "f"
+    return [d if d is not None else x if x is None or not is_floating(x.dtype)
             else x.new_zeros(x.shape) for d, x in zip(tangents, ctx.primals, strict=True)]
 
 
@@ -46,7 +47,7 @@ def transposed_backward(ctx, *tangents):
     """The JVP of any op, from its backward: backward is linear in the output gradient u, so
     <backward(u), dx> = <u, J dx>, whose gradient in u is J dx. Two backward passes, recorded
     (so the tangent is differentiated again); for ops whose JVP has no simpler form."""
-    us = [out.new_zeros(out.shape).requires_grad_() if out.dtype.kind == "f" else None
+    us = [out.new_zeros(out.shape).requires_grad_() if is_floating(out.dtype) else None
           for out in ctx.results]
     wanted, ctx.needs_input_grad = ctx.needs_input_grad, tuple(d is not None for d in tangents)
     try:

@@ -36,6 +36,7 @@ note box, "N earlier ops not drawn", in place of the rest, so a ResNet still dra
 from collections import namedtuple
 
 from ..autograd import value_key
+from ..dtypes import is_floating
 from . import dot, svg
 from .naming import named_values, names_of
 
@@ -76,7 +77,7 @@ def summary(tensor):
     if array.size <= SMALL:
         return "[" + ", ".join(f"{v:.4g}" for v in array.ravel().tolist()) + "]" \
             if array.ndim else f"{array.item():.4g}"
-    finite = array[abs(array) < float("inf")] if array.dtype.kind == "f" else array
+    finite = array[abs(array) < float("inf")] if is_floating(array.dtype) else array
     text = f"mean {finite.mean():.3g} std {finite.std():.3g}" if finite.size else "no finite values"
     bad = array.size - finite.size
     return text + (f", {bad} nan/inf" if bad else "")

@@ -8,6 +8,7 @@
   is no index (CuPy's ndarray has no __index__): `range(x.sum())` fails as it does on a GPU.
 - Reading values on the host (`get`, `item`, `tolist`, `bool`, `float`, `int`) is a device
   synchronization, refused inside `cupyx.allow_synchronize(False)`.
+- Arrays of ml_dtypes' dtypes (bfloat16, float8) are refused, as CuPy has none.
 - Methods and keywords are CuPy 14's (cupy14_api.json): NumPy's `ndarray.ptp` or
   `astype(..., subok=...)` are AttributeError / TypeError here.
 """
@@ -144,6 +145,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     @classmethod
     def _of(cls, array):
+        if array.dtype.kind == "V":   # ml_dtypes' bfloat16 and float8: CuPy has no such arrays
+            raise TypeError(f"Unsupported dtype {array.dtype}")
         made = object.__new__(cls)
         made._a = array
         return made
