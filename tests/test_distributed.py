@@ -162,7 +162,9 @@ def dist():
     import minigrad.distributed as dist
 
     dist.init_process_group()
-    return dist
+    yield dist
+    if dist.is_initialized():   # leave no group behind for the tests of other modules
+        dist.destroy_process_group()
 
 
 def test_importing_minigrad_does_not_import_mpi4py():
