@@ -1,8 +1,8 @@
 """Matrix products: `matmul` (NumPy's rules) and `linear` (x W^T + b, as F.linear)."""
 import math
 
+from ..batched import BatchedTensor
 from ..shapes import broadcast_clash, unbroadcast
-from ..tensor import Tensor
 from ._promotion import autocast_inputs, check_same_dtype
 from .base import Op
 from .batch_axes import padded, stretched
@@ -115,8 +115,8 @@ class Linear(Op):
         weight per example, as grad inside vmap makes): x @ weight^T per example, a matmul."""
         if not batched[1] and not batched[2]:
             return cls.apply(x, weight, bias)
-        x = x.contiguous() if batched[0] and type(x) is Tensor else x   # (a conv's output has
-        x = x if batched[0] else stretched(x, size)   # the batch innermost: slow products)
+        x = x.contiguous() if batched[0] and type(x) is not BatchedTensor else x   # (a conv's
+        x = x if batched[0] else stretched(x, size)   # output has the batch innermost: slow)
         weight = weight if batched[1] else stretched(weight, size)
         y = MatMul.apply(x.reshape((size, -1, x.shape[-1])), weight.permute(0, 2, 1))
         if bias is not None:
