@@ -12,7 +12,7 @@ median time per batch and the loop / vmap ratio of the medians.
 
 Process settings come from `mg.tune_cpu`, as in bench_lenet.py (one thread, glibc's malloc
 thresholds raised); --no-malloc-tuning leaves glibc's defaults, under which every batch maps its
-arrays afresh (page faults: about 14 MB a vmap(grad) call, most of its time). The report says
+arrays afresh (page faults: about 11 MB a vmap(grad) call, most of its time). The report says
 what was in force.
 """
 import argparse
