@@ -2,12 +2,18 @@
 over the examples, in one process, one thread.
 
     python benchmarks/bench_per_sample_grads.py              # batch 64, 20 timed rounds each
+    python benchmarks/bench_per_sample_grads.py --no-malloc-tuning
 
 The CNN is the one of tests/test_func_transforms.py (conv 1 -> 8, 3x3; relu; max_pool 2;
 linear to 10; cross_entropy) on 28 x 28 inputs, float32. Both ways give the same gradients
 (checked once, before timing); after a warm-up they alternate in chunks
 (bench_lenet.interleaved), so a change in machine load hits both. The report gives each one's
 median time per batch and the loop / vmap ratio of the medians.
+
+Process settings come from `mg.tune_cpu`, as in bench_lenet.py (one thread, glibc's malloc
+thresholds raised); --no-malloc-tuning leaves glibc's defaults, under which every batch maps its
+arrays afresh (page faults: about 11 MB a vmap(grad) call, most of its time). The report says
+what was in force.
 """
 import argparse
 import os
@@ -44,8 +50,10 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--chunk", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-malloc-tuning", action="store_true",
+                        help="keep glibc's malloc thresholds (mg.tune_cpu raises them)")
     args = parser.parse_args()
-    mg.set_num_threads(args.threads)
+    settings = mg.tune_cpu(args.threads, malloc=not args.no_malloc_tuning)
     mg.manual_seed(0)
     model = SmallCNN()
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -73,6 +81,7 @@ def main():
     medians = {name: statistics.median(w) for name, w in walls.items()}
     print(f"per-sample gradients, batch {args.batch}, {args.threads} thread(s), "
           f"load average {os.getloadavg()[0]:.2f}")
+    print("  minigrad settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     for name, median in medians.items():
         fastest = min(walls[name]) * 1e3
         print(f"  {name:10} {median * 1e3:8.1f} ms per batch (fastest {fastest:.1f})")

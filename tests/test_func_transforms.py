@@ -1,7 +1,10 @@
 """mg.func (grad, grad_and_value, vjp, jacrev, hessian, functional_call, vmap's randomness and
 errors) and mg.autograd.functional against torch.func / torch.autograd.functional, in float64:
 the per-sample-gradients recipe on a small CNN, jacrev on an MLP, the Hessian of a loss through
-batch norm, hvp; and the list of ops still without a batching rule."""
+batch norm, hvp, grad freeing its graph as it walks; and the list of ops still without a batching
+rule."""
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -175,6 +178,24 @@ def test_grad_and_value_argnums_and_aux():
         torch.tensor(x), torch.tensor(y))
     for a, b in ((ga, ta), (gb, tb), (value, tvalue), (aux, taux)):
         close(a, b)
+
+
+def test_grad_frees_the_activations_as_its_walk_goes():
+    """grad walks its graph once: each node's values go once its backward has run (a lower
+    peak of memory inside vmap), as loss.backward() frees them; the gradient is the same."""
+    freed = []
+
+    def f(t):
+        a = t * 2
+        b = a.exp()   # held only by the graph once f returns
+        alive = weakref.ref(b.array)
+        a.register_hook(lambda g: freed.append(alive() is None))   # runs after b's backward
+        return b.exp().sum()
+
+    x = data((4,), 17)
+    close(grad(f)(mg.tensor(x)), torch.func.grad(lambda t: (t * 2).exp().exp().sum())(
+        torch.tensor(x)))
+    assert freed == [True]
 
 
 def test_grad_of_grad_and_vjp_inside_vmap():

@@ -113,6 +113,9 @@ CASES = {
                [(4, 3), (2, 3), (2,)], (0, None, None)),
     "linear_batched_weight": (lambda x, w, b: F.linear(x, w, b), lambda x, w, b: TF.linear(x, w, b),
                               [(4, 3), (2, 3), (2,)], (None, 0, 0)),
+    "linear_both_batched_strided": (   # x one row, its batch innermost: strided outer products
+        lambda x, w, b: F.linear(x, w, b), lambda x, w, b: TF.linear(x, w, b),
+        [(1, 3), (2, 3), (2,)], (2, 0, 0)),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), lambda x, w, b: TF.conv2d(
         x, w, b, padding=1), [(2, 2, 5, 5), (3, 2, 3, 3), (3,)], (0, None, None)),
     "conv2d_batched_weight": (lambda x, w, b: F.conv2d(x, w, b, stride=2),

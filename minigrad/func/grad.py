@@ -88,13 +88,16 @@ class Watched:
         self.leaves.append(value)
         return value
 
-    def gradients(self, where, outputs, cotangents, record, batched=False):
+    def gradients(self, where, outputs, cotangents, record, batched=False, last=False):
         """d outputs / d each watched input, with these cotangents, as trees like the inputs;
         on the tape if `record`. Cotangents `batched` by a newer vmap need the walk on
-        tensors (create_graph), which records too; then the gradients are detached after."""
+        tensors (create_graph), which records too; then the gradients are detached after.
+        The `last` walk of a graph nothing records frees each node's values as it goes (a
+        lower peak of memory: the activations go while the gradients are made)."""
         live = [(o, c) for o, c in zip(outputs, cotangents, strict=True) if o.requires_grad]
         grads = autograd.grad([o for o, _ in live], self.leaves, [c for _, c in live],
-                              retain_graph=True, create_graph=record or batched,
+                              retain_graph=not last or record or batched,
+                              create_graph=record or batched,
                               allow_unused=True) if live else [None] * len(self.leaves)
         grads = [zeros_like(w) if g is None else g if record else g.detach()
                  for g, w in zip(grads, self.leaves, strict=True)]
@@ -156,7 +159,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                    f"tensor, got {got}; for other outputs use vjp or jacrev")
             value = exposed(out, watched.at)
             record = watched.record_outside([value])
-            grads = watched.gradients(where, [value], [ones_like(value)], record)
+            grads = watched.gradients(where, [value], [ones_like(value)], record,
+                                      last=not has_aux)
         grads = tuple(grads) if many else grads[0]
         out = out if record else out.detach()
         return (grads, (out, aux)) if has_aux else (grads, out)

@@ -87,8 +87,16 @@ def _product(a, b):
     if a.shape[-1] != 1 or a.ndim < 3:
         return a @ b
     if b.shape[-1] >= a.shape[-2]:
-        return a * b
-    return (b.swapaxes(-1, -2) * a.swapaxes(-1, -2)).swapaxes(-1, -2)
+        return a * _along_rows(b)
+    return (b.swapaxes(-1, -2) * _along_rows(a.swapaxes(-1, -2))).swapaxes(-1, -2)
+
+
+def _along_rows(t):
+    """An array t, or a copy of it, contiguous along its last axis, where the broadcast multiply
+    runs its inner loop (along a strided axis, as a pooled conv output's with the batch innermost
+    under vmap, it runs several times slower than the copy costs); a tensor (a recorded
+    backward) as it is."""
+    return t if isinstance(t, Tensor) or t.strides[-1] == t.itemsize else t.copy()
 
 
 def _reshaped(t, shape):
@@ -116,8 +124,7 @@ class Linear(Op):
         weight per example, as grad inside vmap makes): x @ weight^T per example, a matmul."""
         if not batched[1] and not batched[2]:
             return cls.apply(x, weight, bias)
-        x = x.contiguous() if batched[0] and type(x) is Tensor else x   # (a conv's output has
-        x = x if batched[0] else stretched(x, size)   # the batch innermost: slow products)
+        x = x if batched[0] else stretched(x, size)
         weight = weight if batched[1] else stretched(weight, size)
         y = MatMul.apply(x.reshape((size, -1, x.shape[-1])), weight.permute(0, 2, 1))
         if bias is not None:
