@@ -11,6 +11,8 @@ Printing the tape (`record()`, for teaching) lives in minigrad/tape.py; it is re
 """
 import operator
 
+import numpy
+
 from . import forward_ad, hooks, tracing  # noqa: F401  (forward_ad re-exported: mg.autograd.forward_ad)
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401  (re-exported)
 from .grad_mode import (  # noqa: F401  (re-exported: mg.autograd.no_grad, ...)
@@ -71,8 +73,7 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
 
     A walk that records nothing (no create_graph) and has no hooks to show gradients to carries
     them as arrays: the ops marked `array_backward` run their formulas on the arrays themselves
-    (the same operations, so the same bits), and only the gradients handed back are tensors.
-    """
+    (the same operations, so the same bits), and only the gradients handed back are tensors."""
     watching = hooks.watching()
     on_arrays = not create_graph and not watching
     pending = {}   # value_key -> gradient summed so far
@@ -82,18 +83,19 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
         summed = pending.get(key)
         grad = grad if summed is None else tracing.run(operator.add, summed, grad)
         # NumPy gives a full reduction, or the sum of two 0-d arrays, as a scalar: an array again
-        pending[key] = tensor.backend.xp.asarray(grad) if on_arrays else grad
+        as_is = not on_arrays or type(grad) is numpy.ndarray
+        pending[key] = grad if as_is else tensor.backend.xp.asarray(grad)
 
     with switched_to(create_graph):
         for root, grad in zip(roots, root_grads, strict=True):
             deliver(root, grad.array if on_arrays else grad)
         for node in nodes:
-            grads = [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
+            grads = _arriving(node, pending)
             grads = hooks.run_node_hooks(node, grads) if watching else grads
             if keep:   # gradients of intermediate values asked for by mg.grad stay
                 pending.update(((node, i), g) for i, g in enumerate(grads)
                                if g is not None and (node, i) in keep)
-            if not any([g is not None for g in grads]):
+            if grads[0] is None if len(grads) == 1 else all([g is None for g in grads]):
                 continue
             _propagate(node, grads, deliver, on_arrays, watching)
             if not retain_graph:
@@ -103,6 +105,13 @@ def run_backward(nodes, roots, root_grads, keep=(), retain_graph=False, create_g
     if on_arrays:
         return {key: Tensor.from_array(grad) for key, grad in pending.items()}
     return pending
+
+
+def _arriving(node, pending):
+    """The gradients that reached `node`'s outputs, taken off `pending` (None where none did)."""
+    if len(node.output_shapes) == 1:   # (most nodes: no loop)
+        return [pending.pop((node, 0), None)]
+    return [pending.pop((node, i), None) for i in range(len(node.output_shapes))]
 
 
 def _propagate(node, grads, deliver, on_arrays, watching):

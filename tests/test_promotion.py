@@ -190,3 +190,27 @@ def test_a_python_number_takes_the_tensors_dtype_even_out_of_range_like_torch(dt
     expected = OPS[op][1](torch.tensor(values), number)
     assert got.dtype == dtype == str(expected.dtype)[6:]
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def test_constants_of_numbers_under_no_grad_are_shared_read_only_and_exact():
+    """An update lifts the same number each step: one read-only constant serves, a write into
+    it is an error, and the sign of zero, inference mode, NaN and recorded ops keep their own."""
+    from minigrad.ops._promotion import _CONSTANTS, _MOST_CONSTANTS, _constant
+    x = mg.ones(3)
+    with mg.no_grad():
+        first, again = _constant(0.1, x.dtype, x), _constant(0.1, x.dtype, x)
+        assert first is again and not first.array.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            first.array[...] = 2.0
+        assert np.signbit(_constant(-0.0, x.dtype, x).array)
+        assert not np.signbit(_constant(0.0, x.dtype, x).array)
+        assert np.signbit((x * -0.0).numpy()).all()
+        with mg.inference_mode():
+            inside = _constant(0.1, x.dtype, x)
+        assert inside is not first and inside._version_counter.inference
+        for _ in range(2 * _MOST_CONSTANTS):
+            _constant(float("nan"), x.dtype, x)
+        assert len(_CONSTANTS) <= _MOST_CONSTANTS
+    assert _constant(0.1, x.dtype, x) is _constant(0.1, x.dtype, x)   # nothing records
+    w = mg.ones(3, requires_grad=True)
+    assert _constant(0.1, w.dtype, w) is not _constant(0.1, w.dtype, w)   # a recorded op

@@ -14,6 +14,8 @@ is uint8), an int tensor times a Python float is float32, and an int tensor time
 tensor is float64. NumPy's own rules differ (int64 with float32 gives float64 there), so where
 they would, ops cast to the promoted dtype before they compute.
 """
+import math
+
 import numpy
 
 from .. import grad_mode
@@ -79,12 +81,40 @@ def result_type(*operands):
 def _constant(value, dtype, like):
     """A Python number as a 0-d constant of `dtype` next to `like`; an int out of the range of
     an integer dtype wraps as a C cast does, as in PyTorch (uint8 tensor + 300 adds 44), and a
-    float out of a float dtype's range is inf (with NumPy's overflow warning)."""
+    float out of a float dtype's range is inf (with NumPy's overflow warning).
+
+    A training loop's update lifts the same numbers on every step (`p.data += -lr * p.grad`),
+    so where nothing records the op (grad mode off, or `like` needs no grad) the constants of
+    real numbers are kept and handed out again, read-only (a write into one is an error, not a
+    change of every later use). Recorded ops get a constant of their own each (a picture of
+    the graph, mg.viz, draws one box per constant). The key tells 0.0 from -0.0, and
+    inference mode's constants from the others."""
+    backend = like.backend
+    if type(value) is complex or (grad_mode._state.grad_enabled and like.requires_grad):
+        return Tensor.from_array(_array(value, dtype, backend), backend)
+    sign = math.copysign(1.0, value) if isinstance(value, float) else 0   # ints: no -0
+    key = (type(value), value, sign, dtype, backend, grad_mode._state.inference)
+    constant = _CONSTANTS.get(key)
+    if constant is None:
+        if len(_CONSTANTS) >= _MOST_CONSTANTS:   # (NaNs never match: each call adds one)
+            _CONSTANTS.clear()
+        array = _array(value, dtype, backend)
+        if isinstance(array, numpy.ndarray):
+            array.flags.writeable = False
+        constant = _CONSTANTS[key] = Tensor.from_array(array, backend)
+    return constant
+
+
+_CONSTANTS = {}
+_MOST_CONSTANTS = 1024
+
+
+def _array(value, dtype, backend):
     try:
         array = numpy.asarray(value, dtype=dtype)
     except OverflowError:
         array = numpy.asarray(value).astype(dtype)
-    return Tensor.from_array(like.backend.xp.asarray(array), like.backend)
+    return backend.xp.asarray(array)
 
 
 def lift(op, value, like):
