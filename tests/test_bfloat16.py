@@ -341,6 +341,7 @@ def test_a_bfloat16_state_dict_loads_into_a_bfloat16_model(tmp_path):
 
 # ---------------------------------------------------------------- ONNX and the GPU
 def test_onnx_export_computes_in_float32_and_rounds_as_minigrad(tmp_path):
+    pytest.importorskip("onnx", reason="the extra `onnx` (pip install 'minigrad[onnx]')")
     from onnx.reference import ReferenceEvaluator
 
     model = mg.nn.Linear(3, 2).bfloat16()
