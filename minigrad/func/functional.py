@@ -22,13 +22,14 @@ from .jacobian import hessian as hessian_of
 from .vmap import vmap
 
 
-def _as_tuple(what, name, value):
-    """(value as a tuple of tensors, whether it was a tuple)."""
+def _as_tuple(what, value, rule):
+    """(value as a tuple of tensors, whether it was a tuple); `rule` opens the error's sentence
+    ("the inputs must be")."""
     many = isinstance(value, (tuple, list))
     values = tuple(value) if many else (value,)
     for v in values:
         if not isinstance(v, Tensor):
-            raise TypeError(f"{what}: the {name} must be a tensor or a tuple of tensors, got "
+            raise TypeError(f"{what}: {rule} a tensor or a tuple of tensors, got "
                             f"{type(v).__name__}")
     return values, many
 
@@ -58,13 +59,7 @@ def _watched(inputs, create_graph):
 def _run(what, func, inputs, create_graph):
     with autograd.enable_grad():
         outputs = func(*inputs)
-    many = isinstance(outputs, (tuple, list))
-    outputs = tuple(outputs) if many else (outputs,)
-    for o in outputs:
-        if not isinstance(o, Tensor):
-            raise TypeError(f"{what}: the function must return a tensor or a tuple of tensors, "
-                            f"got {type(o).__name__}")
-    return outputs, many
+    return _as_tuple(what, outputs, "the function must return")
 
 
 def _cotangents(what, v, outputs, name):
@@ -76,7 +71,7 @@ def _cotangents(what, v, outputs, name):
                                f"one-element output; got outputs of shapes "
                                f"{[tuple(o.shape) for o in outputs]}")
         return (outputs[0].new_ones(outputs[0].shape),)
-    vs, _ = _as_tuple(what, name, v)
+    vs, _ = _as_tuple(what, v, f"the {name} must be")
     if len(vs) != len(outputs) or any(tuple(a.shape) != tuple(o.shape)
                                       for a, o in zip(vs, outputs, strict=True)):
         raise RuntimeError(f"{what}: {name} has shapes {[tuple(a.shape) for a in vs]} but the "
@@ -91,7 +86,7 @@ def _result(values, many, create_graph):
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J): the vector-Jacobian product of func at inputs."""
-    inputs, many_in = _as_tuple("vjp", "inputs", inputs)
+    inputs, many_in = _as_tuple("vjp", inputs, "the inputs must be")
     inputs = _watched(inputs, create_graph)
     outputs, many_out = _run("vjp", func, inputs, create_graph)
     vs = _cotangents("vjp", v, outputs, "v")
@@ -102,7 +97,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product, by the double-vjp trick: u -> u^T J is
     linear in u, so its vjp with v is J v."""
-    inputs, many_in = _as_tuple("jvp", "inputs", inputs)
+    inputs, many_in = _as_tuple("jvp", inputs, "the inputs must be")
     if v is None:
         if len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError("jvp: v can be left out only for one one-element input")
@@ -122,7 +117,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of func at inputs: for one input and one output a tensor of shape
     output.shape + input.shape; with tuples, a tuple (per output) of tuples (per input)."""
-    inputs, many_in = _as_tuple("jacobian", "inputs", inputs)
+    inputs, many_in = _as_tuple("jacobian", inputs, "the inputs must be")
     if _forward_mode("jacobian", "strategy", strategy, create_graph, strict, vectorize):
         outputs, many_out = _run("jacobian", func, inputs, False)
         rows = _jacobian_columns(func, inputs)
@@ -196,7 +191,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """The Hessian of func (one-element output) at inputs: the Jacobian of its gradient. For
     one input a tensor of shape input.shape * 2; with a tuple, a tuple of tuples (H[i][j]
     the block of inputs i and j)."""
-    inputs, many_in = _as_tuple("hessian", "inputs", inputs)
+    inputs, many_in = _as_tuple("hessian", inputs, "the inputs must be")
     if _forward_mode("hessian", "outer_jacobian_strategy", outer_jacobian_strategy, create_graph,
                      strict, vectorize):   # jacfwd(jacrev(func)), as mg.func.hessian
         found = hessian_of(func, argnums=tuple(range(len(inputs))))(*inputs)
@@ -228,7 +223,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def _hessian_product(what, func, inputs, v, create_graph, strict):
-    inputs, many_in = _as_tuple(what, "inputs", inputs)
+    inputs, many_in = _as_tuple(what, inputs, "the inputs must be")
     if v is None:
         if len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError(f"{what}: v can be left out only for one one-element input")
