@@ -98,6 +98,19 @@ def _detached(t):
     return hidden(forward_ad.with_tangents_of(value, value.detach()), at)
 
 
+def identity_basis(tensors):
+    """(basis, sizes): the identity of the tensors' total size N with its columns split among
+    the tensors, basis[k] the k-th tensor's columns shaped (N,) + tensors[k].shape, and each
+    tensor's size. jacfwd pushes these as tangents, jacrev pulls them back as cotangents."""
+    sizes = [t.numel() for t in tensors]
+    identity = eye(sum(sizes), dtype=tensors[0].dtype, device=tensors[0].device)
+    basis, start = [], 0
+    for t, n in zip(tensors, sizes, strict=True):
+        basis.append(identity[:, start:start + n].reshape((-1,) + tuple(t.shape)))
+        start += n
+    return basis, sizes
+
+
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian of `func` with respect to the arguments at `argnums`, by forward mode, as
     torch.func.jacfwd: jvp mapped with vmap over the columns of an identity, one column per
@@ -113,12 +126,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             if not isinstance(x, Tensor):
                 raise RuntimeError(f"{where}: the inputs to differentiate must be tensors (or "
                                    f"tuples, lists and dicts of them), got {type(x).__name__}")
-        sizes = [x.numel() for x in inputs]
-        columns = eye(sum(sizes), dtype=inputs[0].dtype, device=inputs[0].device)
-        basis, start = [], 0
-        for x, n in zip(inputs, sizes, strict=True):   # each input's columns of the identity
-            basis.append(columns[:, start:start + n].reshape((-1,) + tuple(x.shape)))
-            start += n
+        basis, sizes = identity_basis(inputs)
 
         def of_inputs(*trees):
             full = list(args)

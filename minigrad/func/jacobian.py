@@ -7,8 +7,7 @@ one walk back through the graph, batched over all the rows.
 """
 import functools
 
-from ..creation import eye
-from .forward import jacfwd
+from .forward import identity_basis, jacfwd
 from .grad import _argnums, _name, vjp
 from .pytree import flatten, unflatten
 from .vmap import vmap
@@ -33,12 +32,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         found = vjp(of_watched, *[args[i] for i in positions], has_aux=has_aux)
         out, vjp_fn = found[:2]
         outputs, spec = flatten(out)
-        sizes = [o.numel() for o in outputs]
-        rows = eye(sum(sizes), dtype=outputs[0].dtype, device=outputs[0].device)
-        basis, start = [], 0
-        for o, n in zip(outputs, sizes, strict=True):   # each output's columns of the identity
-            basis.append(rows[:, start:start + n].reshape((-1,) + tuple(o.shape)))
-            start += n
+        basis, sizes = identity_basis(outputs)
         grads = vmap(lambda *cotangents: vjp_fn(unflatten(cotangents, spec)),
                      chunk_size=chunk_size)(*basis)
         jacobians, start = [], 0
