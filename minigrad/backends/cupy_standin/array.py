@@ -120,6 +120,11 @@ def _unary(ufunc):
     return lambda self: wrap(ufunc(self._a))
 
 
+def _arithmetic(ufunc):
+    """The operator, its reflected twin and its in-place twin (a + b, b + a, a += b)."""
+    return _binary(ufunc), _binary(ufunc, True), _inplace(ufunc)
+
+
 def _read(convert):
     def method(self, *args):
         synchronize()
@@ -255,29 +260,17 @@ class ndarray:  # noqa: N801  (CuPy's name)
         return _rebuild, (self._a,)
 
     # ---------------------------------------------------------------- operators
-    __add__, __radd__, __iadd__ = (_binary(numpy.add), _binary(numpy.add, True),
-                                   _inplace(numpy.add))
-    __sub__, __rsub__, __isub__ = (_binary(numpy.subtract), _binary(numpy.subtract, True),
-                                   _inplace(numpy.subtract))
-    __mul__, __rmul__, __imul__ = (_binary(numpy.multiply), _binary(numpy.multiply, True),
-                                   _inplace(numpy.multiply))
-    __truediv__, __rtruediv__, __itruediv__ = (
-        _binary(numpy.true_divide), _binary(numpy.true_divide, True),
-        _inplace(numpy.true_divide))
-    __floordiv__, __rfloordiv__, __ifloordiv__ = (
-        _binary(numpy.floor_divide), _binary(numpy.floor_divide, True),
-        _inplace(numpy.floor_divide))
-    __mod__, __rmod__, __imod__ = (_binary(numpy.remainder), _binary(numpy.remainder, True),
-                                   _inplace(numpy.remainder))
-    __pow__, __rpow__, __ipow__ = (_binary(numpy.power), _binary(numpy.power, True),
-                                   _inplace(numpy.power))
+    __add__, __radd__, __iadd__ = _arithmetic(numpy.add)
+    __sub__, __rsub__, __isub__ = _arithmetic(numpy.subtract)
+    __mul__, __rmul__, __imul__ = _arithmetic(numpy.multiply)
+    __truediv__, __rtruediv__, __itruediv__ = _arithmetic(numpy.true_divide)
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _arithmetic(numpy.floor_divide)
+    __mod__, __rmod__, __imod__ = _arithmetic(numpy.remainder)
+    __pow__, __rpow__, __ipow__ = _arithmetic(numpy.power)
     __matmul__, __rmatmul__ = _binary(numpy.matmul), _binary(numpy.matmul, True)
-    __and__, __rand__, __iand__ = (_binary(numpy.bitwise_and), _binary(numpy.bitwise_and, True),
-                                   _inplace(numpy.bitwise_and))
-    __or__, __ror__, __ior__ = (_binary(numpy.bitwise_or), _binary(numpy.bitwise_or, True),
-                                _inplace(numpy.bitwise_or))
-    __xor__, __rxor__, __ixor__ = (_binary(numpy.bitwise_xor), _binary(numpy.bitwise_xor, True),
-                                   _inplace(numpy.bitwise_xor))
+    __and__, __rand__, __iand__ = _arithmetic(numpy.bitwise_and)
+    __or__, __ror__, __ior__ = _arithmetic(numpy.bitwise_or)
+    __xor__, __rxor__, __ixor__ = _arithmetic(numpy.bitwise_xor)
     __lshift__, __rlshift__ = _binary(numpy.left_shift), _binary(numpy.left_shift, True)
     __rshift__, __rrshift__ = _binary(numpy.right_shift), _binary(numpy.right_shift, True)
     __eq__, __ne__ = _binary(numpy.equal), _binary(numpy.not_equal)
