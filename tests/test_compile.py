@@ -554,7 +554,7 @@ def test_the_generated_check_tells_what_the_walk_tells(change):
     from minigrad.capture.guards import environment
     state = _guarded_state()
     fn, args, kwargs = state["fn"], (X,), {"options": {"s": 1.5}}
-    facts, _, _, check = environment(fn, args, kwargs)
+    facts, _, _, check = environment(fn, args, kwargs, checked=True)
     assert check(fn, args, kwargs)
     global GLOBAL_SCALE
     model, saved_scale = state["model"], GLOBAL_SCALE
@@ -589,7 +589,7 @@ def test_the_generated_check_tells_what_the_walk_tells(change):
             def outer():
                 def inner():
                     return filled
-                walked = environment(inner, (), {})
+                walked = environment(inner, (), {}, checked=True)
                 filled = 1
                 return walked, inner
             (facts, _, _, check), fn = outer()

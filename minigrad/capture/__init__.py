@@ -99,7 +99,7 @@ class Compiled:
                 wrt = trace_backward(tracer, outputs, tensors)   # for a backward after it
         finally:
             tracing.end()
-        after, _, _, check = environment(self.fn, args, kwargs, named=False)
+        after, _, _, check = environment(self.fn, args, kwargs, named=False, checked=True)
         if tracer.refusal is not None:
             entry.refusal = tracer.refusal
             self._warn(f"cannot be replayed, so it runs eagerly: {tracer.refusal}")

@@ -11,6 +11,7 @@ sets, Adam's step count).
 """
 import collections
 import functools
+import itertools
 import types
 
 import numpy
@@ -59,15 +60,16 @@ def _atom(value):
     return (type(value), value) if type(value) in _ATOMS else ("object", id(value))
 
 
-def environment(fn, args, kwargs, named=True):
+def environment(fn, args, kwargs, named=True, checked=False):
     """(what `fn` sees, as a comparable list; the ids of the arrays of the tensors in it, which
-    a program reads by reference; a name for each of those arrays, for the listing; `check`,
-    the same list's test as one generated function). The walk notes each fact it finds and,
-    beside it, the Python that reads that fact again from `fn`, `args` and `kwargs` by the
-    same path: `check(fn, args, kwargs)` runs those lines, straight, and tells whether every
-    fact still holds, a few microseconds where the walk takes a dozen (it runs before every
-    replay). `named=False` makes no names (and no check is needed then)."""
-    found, state, names, seen, lines, reads = [], set(), {}, set(), [], {}
+    a program reads by reference; a name for each of those arrays, for the listing; with
+    `checked`, `check`, the same list's test as one generated function, else None). The walk
+    notes each fact it finds and, beside it, the Python that reads that fact again from `fn`,
+    `args` and `kwargs` by the same path: `check(fn, args, kwargs)` runs those lines, straight,
+    and tells whether every fact still holds, a few microseconds where the walk takes a dozen
+    (it runs before every replay). `named=False` makes no names."""
+    found, state, names, seen, lines, constants = [], set(), {}, set(), [], []
+    variables = itertools.count()
 
     def note(fact, test):
         """Note `fact`, which the Python expression `test` computes again."""
@@ -76,8 +78,7 @@ def environment(fn, args, kwargs, named=True):
 
     def reach(read):
         """A variable of the check holding the value that the expression `read` gets."""
-        name = f"v{len(reads)}"
-        reads[name] = read
+        name = f"v{next(variables)}"
         lines.append(f"{name} = {read}")
         return name
 
@@ -85,8 +86,6 @@ def environment(fn, args, kwargs, named=True):
         name = f"C[{len(constants)}]"
         constants.append(value)
         return name
-
-    constants = []
 
     def visit(value, path, depth, read):
         kind = type(value)
@@ -196,7 +195,7 @@ def environment(fn, args, kwargs, named=True):
         visit_argument(value, f"arg{i}" if named else None, f"args[{i}]")
     for name, value in kwargs.items():
         visit_argument(value, name if named else None, f"kwargs[{constant(name)}]")
-    return found, state, names, _check(lines, found, constants)
+    return found, state, names, _check(lines, found, constants) if checked else None
 
 
 def _check(lines, facts, constants):
