@@ -34,6 +34,7 @@ import contextlib
 import threading
 import weakref
 
+from . import modes
 from .batched import BatchedTensor, unwrapped
 from .dtypes import is_floating
 from .saved_values import source_of
@@ -81,12 +82,14 @@ class dual_level(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
     tangents made at it are dropped when the block ends. Nests (see the module)."""
 
     def __enter__(self):
+        modes.opened()
         level = _Level(len(_state.levels))
         _state.levels += (level,)
         return level.index
 
     def __exit__(self, *exc):
         _state.levels = _state.levels[:-1]
+        modes.closed()
 
 
 def _level(op, level):

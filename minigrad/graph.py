@@ -23,25 +23,32 @@ class Node:
 
     def __init__(self, op, ctx, inputs, input_arrays, outputs, output_counters=None):
         self.op, self.ctx = op, ctx
+        self.seq = next(_sequence)
+        # (Plain loops, not comprehensions: this runs for every recorded op, and on Python
+        # 3.11 each comprehension is a call of its own.)
         # Non-leaf inputs as aliases: an in-place op may later move the caller's tensor object
         # to a new node (minigrad/inplace.py), and this node must keep the value it read.
         # Inputs forward asked to drop (ctx.drop_input_data) become data-free stand-ins.
-        dropped = ctx.dropped_inputs
-        self.inputs = tuple([t if t is None or t._node is None
-                             else t._without_data() if dropped and i in dropped else t._alias()
-                             for i, t in enumerate(inputs)])
-        self.seq = next(_sequence)
-        self.output_shapes = tuple([out.shape for out in outputs])
-        self.output_counters = output_counters or [   # given for in-place outputs (function.py)
-            version.VersionCounter() if out.base is None else version.output_counter(out, inputs)
-            for out in outputs]
+        dropped, kept = ctx.dropped_inputs, []
+        for i, t in enumerate(inputs):
+            kept.append(t if t is None or t._node is None else
+                        t._without_data() if dropped and i in dropped else t._alias())
+        self.inputs = tuple(kept)
+        shapes, counters = [], output_counters or []   # given for in-place outputs (function.py)
+        for out in outputs:
+            shapes.append(out.shape)
+            if not output_counters:
+                counters.append(version.VersionCounter() if out.base is None
+                                else version.output_counter(out, inputs))
+        self.output_shapes, self.output_counters = tuple(shapes), counters
         # Remember where each saved array came from, so backward can hand out graph-connected
         # tensors, and its version, so backward can tell it was not changed in place since.
         # Outputs are stored as arrays (not tensors) so no reference cycle is formed.
-        self._saved_sources = tuple([
-            saved_values.source_of(array, input_arrays, outputs) for array in ctx.saved_arrays])
-        self._saved_versions = self._saved_sources and version.remember(
-            self._saved_sources, self.inputs, self.output_counters)
+        sources = []
+        for array in ctx.saved_arrays:
+            sources.append(saved_values.source_of(array, input_arrays, outputs))
+        self._saved_sources = tuple(sources)
+        self._saved_versions = sources and version.remember(sources, self.inputs, counters)
         ctx.saved_arrays = ()
 
     @property
@@ -64,13 +71,15 @@ class Node:
         (`on_arrays`: the gradients are arrays) an op marked `array_backward` gets the saved
         arrays themselves, unless one was changed in place (then it runs on tensors, so the
         error still fires only where the value is read)."""
-        ctx = self.ctx
-        changed = [i for i, remembered in enumerate(self._saved_versions)   # (counter, then)
-                   if remembered is not None and remembered[0].value != remembered[1]]
+        ctx, changed = self.ctx, []   # (plain loops where a node's few values go: see __init__)
+        for i, remembered in enumerate(self._saved_versions):   # (counter, value then)
+            if remembered is not None and remembered[0].value != remembered[1]:
+                changed.append(i)
         arrays = on_arrays and self.op.array_backward and not changed
         if arrays:
-            saved = [where if kind != "input" else _array_of(self.inputs[where])
-                     for kind, where, _ in self._saved_sources]
+            saved = []
+            for kind, where, _ in self._saved_sources:
+                saved.append(where if kind != "input" else _array_of(self.inputs[where]))
         else:
             if on_arrays:
                 grad_outputs = [g if g is None else Tensor.from_array(g, ctx.backend)
@@ -100,8 +109,10 @@ class Node:
         if self._saved_sources or _holds_arrays(ctx):
             self.ctx = None
         self._saved_sources = self._saved_versions = ()
-        self.inputs = tuple([t if t is None or t._node is None else t._without_data()
-                             for t in self.inputs])
+        kept = []
+        for t in self.inputs:
+            kept.append(t if t is None or t._node is None else t._without_data())
+        self.inputs = tuple(kept)
 
     def __repr__(self):
         return f"<Node {self.seq}: {self.name}>"

@@ -7,6 +7,7 @@ says. No Python loop runs over the examples.
 """
 import functools
 
+from .. import modes
 from .. import vmap_levels as levels
 from ..batched import BatchedTensor
 from ..ops.batch_axes import stretched
@@ -106,6 +107,7 @@ class _Level:
         self.entry = (size, randomness)
 
     def __enter__(self):
+        modes.opened()
         levels.state.stack += (self.entry,)
         levels.state.dispatch = dispatch
         return len(levels.state.stack)
@@ -114,6 +116,7 @@ class _Level:
         levels.state.stack = levels.state.stack[:-1]
         if not levels.state.stack:
             levels.state.dispatch = None
+        modes.closed()
 
 
 def _run(func, where, leaves, dims, spec, kwargs, size, randomness, out_dims):

@@ -4,7 +4,7 @@ import re
 
 import numpy
 
-from .. import autograd, forward_ad, grad_mode, tracing, version, views, vmap_levels
+from .. import autograd, forward_ad, grad_mode, modes, tracing, version, views, vmap_levels
 from ..backends import DeviceError, backend_of, get_backend
 from ..dtypes import bfloat16
 from ..tensor import Tensor
@@ -143,19 +143,18 @@ class Op:
         arrays (on the CPU), and an output that views an input's memory is a View sharing its
         version counter (views.py). This runs for every op, so it is written as plain loops.
         """
-        if vmap_levels.state.dispatch is not None:   # inside vmap: a batched call takes its rule
+        levels = modes.open_levels   # a vmap or dual level is open in some thread (modes.py)
+        if levels and vmap_levels.state.dispatch is not None:   # a batched call takes its rule
             result = vmap_levels.state.dispatch(cls, inputs, attrs)
             if result is not NotImplemented:
                 return result
-        inputs, backend, wants_grad, arrays = _unwrapped(cls, inputs)
-        recording = wants_grad and grad_mode._state.grad_enabled
-        needs = (tuple([x is not None and x.requires_grad for x in inputs]) if recording
-                 else (False,) * len(inputs))
-        ctx = Context(backend, needs, cls)
+        inputs, backend, needs, arrays = _unwrapped(cls, inputs)
+        recording = True in needs and grad_mode._state.grad_enabled
+        ctx = Context(backend, needs if recording else (False,) * len(inputs), cls)
         arrays, result = _forward(cls, ctx, arrays, attrs)
         backend = ctx.backend   # forward may move its outputs to another device (ToDevice)
         is_tuple = type(result) is tuple
-        dual = forward_ad._state.levels   # forward mode: a dual level is open (forward_ad.py)
+        dual = levels and forward_ad._state.levels   # forward mode: push tangents too
         if not is_tuple and not dual:   # the most common calls, one output: no loops
             out = _backend_array(result, backend, cls)
             t = (_recorded(cls, ctx, inputs, arrays, (out,), attrs)[0] if recording
@@ -204,11 +203,13 @@ def _forward(op, ctx, arrays, attrs):
 
 
 def _unwrapped(op, inputs):
-    """(inputs, their one backend, whether any requires grad, their arrays), in one pass; numbers
-    and arrays among them are made constant tensors first. Inputs on two devices are an error."""
-    backend, wants_grad, arrays = None, False, []
+    """(inputs, their one backend, which of them require grad, their arrays), in one pass;
+    numbers and arrays among them are made constant tensors first. Inputs on two devices are an
+    error."""
+    backend, needs, arrays = None, [], []
     for x in inputs:
         if x is None:
+            needs.append(False)
             arrays.append(None)
             continue
         if not isinstance(x, Tensor):   # a number or an array: lift them all, then unwrap
@@ -217,9 +218,9 @@ def _unwrapped(op, inputs):
             backend = x._backend
         elif x._backend is not backend:
             raise device_mismatch(op.name(), [t for t in inputs if t is not None])
-        wants_grad = wants_grad or x.requires_grad
+        needs.append(x.requires_grad)
         arrays.append(x.array)
-    return inputs, backend or default_backend, wants_grad, arrays
+    return inputs, backend or default_backend, tuple(needs), arrays
 
 
 def _lifted(op, inputs):
@@ -248,9 +249,11 @@ def _read_only(array):
 def _recorded(op, ctx, inputs, arrays, outputs, attrs):
     """The outputs of a call that autograd records: its Node, on the active tape if any."""
     node = autograd.Node(op, ctx, inputs, arrays, outputs)
-    wrapped = tuple([Tensor._from_node(out, node, i) if _differentiable(out, ctx)
-                     else _constant(out, ctx.backend, inputs, node.output_counters[i])
-                     for i, out in enumerate(outputs)])
+    wrapped = []   # (a loop, not a comprehension: a call less per op on Python 3.11)
+    for i, out in enumerate(outputs):
+        wrapped.append(Tensor._from_node(out, node, i) if _differentiable(out, ctx)
+                       else _constant(out, ctx.backend, inputs, node.output_counters[i]))
+    wrapped = tuple(wrapped)
     tape = autograd.active_tape()
     if tape is not None:
         tape.append(node, wrapped, attrs)
