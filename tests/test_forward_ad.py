@@ -216,6 +216,39 @@ def test_the_levels_are_per_thread():
     assert seen == [()]
 
 
+def test_levels_open_in_one_thread_leave_another_threads_ops_plain():
+    """Op.apply reads modes.open_levels (any thread) before the thread's own levels: while one
+    thread sits inside vmap and a dual level, another's ops are plain, unbatched and recorded;
+    the count is back at 0 when the levels end, an error inside them included."""
+    import threading
+
+    from minigrad import modes
+    inside, done, seen = threading.Event(), threading.Event(), {}
+
+    def hold_levels():
+        def wait(x):
+            inside.set()
+            done.wait(10)
+            return x * 2
+        with fw.dual_level():
+            seen["batched"] = mg.func.vmap(wait)(mg.ones(3, 2)).shape
+
+    holder = threading.Thread(target=hold_levels)
+    holder.start()
+    assert inside.wait(10) and modes.open_levels == 2
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * x
+    assert y.shape == (2,) and fw.unpack_dual(y).tangent is None
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]
+    done.set()
+    holder.join()
+    assert seen["batched"] == (3, 2) and modes.open_levels == 0
+    with pytest.raises(ZeroDivisionError), fw.dual_level():
+        mg.func.vmap(lambda t: 1 / 0)(mg.ones(2))
+    assert modes.open_levels == 0
+
+
 def test_reverse_mode_reaches_the_primal_of_a_dual():
     x = mg.tensor([1.0, 2.0], requires_grad=True)
     with fw.dual_level():
