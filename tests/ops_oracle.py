@@ -144,3 +144,15 @@ def compare_layers(ours, theirs, arrays, kwargs=None, call=None, atol=1e-10, rto
             np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=atol, rtol=rtol,
                                        err_msg=f"gradient of input {k}")
     return out, ref
+
+
+def normal(shape, seed):
+    """float64 standard-normal values of `shape`, the same for the same seed (the transforms'
+    tests feed them to both frameworks)."""
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def close(ours, theirs):
+    """A minigrad and a torch result agree to float64's last digits (rtol 1e-9)."""
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-9,
+                               atol=1e-12)

@@ -12,27 +12,20 @@ import minigrad.nn as nn
 import minigrad.nn.functional as F
 from minigrad.func import grad, hessian, jacfwd, jacrev, jvp, vmap
 
+from ops_oracle import close, normal
+
 TF = torch.nn.functional
-TOL = dict(rtol=1e-9, atol=1e-12)
-
-
-def data(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape)
-
-
-def close(ours, theirs):
-    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL)
 
 
 def mlp(w1, b1, w2, x):
     return (x @ w1.T + b1).tanh() @ w2.T
 
 
-MLP = [data((5, 3), 1), data((5,), 2), data((2, 5), 3), data((4, 3), 4)]
+MLP = [normal((5, 3), 1), normal((5,), 2), normal((2, 5), 3), normal((4, 3), 4)]
 
 
 def test_jvp_of_an_mlp_matches_torch():
-    tangents = [data(a.shape, 10 + i) for i, a in enumerate(MLP)]
+    tangents = [normal(a.shape, 10 + i) for i, a in enumerate(MLP)]
     out, tangent = jvp(mlp, tuple(map(mg.tensor, MLP)), tuple(map(mg.tensor, tangents)))
     tout, ttangent = torch.func.jvp(mlp, tuple(map(torch.tensor, MLP)),
                                     tuple(map(torch.tensor, tangents)))
@@ -72,7 +65,7 @@ def bn_loss(x, w, b, lib):
 @pytest.mark.parametrize("compose", ["hessian", "jacfwd(jacrev)", "jacrev(jacrev)",
                                      "jacrev(jacfwd)", "jacfwd(jacfwd)"])
 def test_hessian_of_a_loss_through_batch_norm_every_way(compose):
-    x, w, b = data((6, 3), 5), data((3,), 6), data((3,), 7)
+    x, w, b = normal((6, 3), 5), normal((3,), 6), normal((3,), 7)
     f = lambda v: bn_loss(v, mg.tensor(w), mg.tensor(b), F)   # noqa: E731
     outer, inner = {"hessian": (None, None), "jacfwd(jacrev)": (jacfwd, jacrev),
                     "jacrev(jacrev)": (jacrev, jacrev), "jacrev(jacfwd)": (jacrev, jacfwd),
@@ -85,7 +78,7 @@ def test_hessian_of_a_loss_through_batch_norm_every_way(compose):
 
 
 def test_hvp_by_forward_over_reverse():
-    x, v = data((5,), 8), data((5,), 9)
+    x, v = normal((5,), 8), normal((5,), 9)
 
     def f(t):
         return (t.sin() * t.exp()).sum() + (t ** 2).sum() ** 2
@@ -98,7 +91,7 @@ def test_hvp_by_forward_over_reverse():
 
 @pytest.mark.parametrize("in_dims", [(0, 0), (0, None), (None, 0)])
 def test_jvp_inside_vmap(in_dims):
-    primal, tangent = data((4, 3), 10), data((4, 3), 11)
+    primal, tangent = normal((4, 3), 10), normal((4, 3), 11)
     primal, tangent = [a if d == 0 else a[0] for a, d in zip((primal, tangent), in_dims)]
 
     def f(t):
@@ -136,7 +129,7 @@ def test_jacfwd_of_a_cnn_with_batch_norm_matches_torch():
         for (_, p), (_, q) in zip(net.named_parameters(), twin.named_parameters()):
             q.copy_(torch.tensor(p.detach().numpy()))
     net.eval(), twin.eval()
-    x = data((2, 1, 6, 6), 12)
+    x = normal((2, 1, 6, 6), 12)
     ours = jacfwd(net)(mg.tensor(x))
     close(ours, torch.func.jacfwd(twin)(torch.tensor(x)))
     close(jacrev(net)(mg.tensor(x)), torch.func.jacrev(twin)(torch.tensor(x)))
@@ -148,7 +141,7 @@ def cubic(x, y):
 
 
 def test_autograd_functional_forward_mode_strategies():
-    x, y = data((3, 2), 13), data((4,), 14)
+    x, y = normal((3, 2), 13), normal((4,), 14)
     f = lambda t, s: (t.exp() * s.sum(), t.sin()[0])   # noqa: E731
     ours = mg.autograd.functional.jacobian(f, (mg.tensor(x), mg.tensor(y)), vectorize=True,
                                            strategy="forward-mode")
@@ -158,7 +151,7 @@ def test_autograd_functional_forward_mode_strategies():
         for a, b in zip(row, ref_row):
             assert a.shape == tuple(b.shape) and not a.requires_grad
             close(a, b)
-    x, y = data((4,), 15), data((4,), 16)
+    x, y = normal((4,), 15), normal((4,), 16)
     ours = mg.autograd.functional.hessian(cubic, (mg.tensor(x), mg.tensor(y)), vectorize=True,
                                           outer_jacobian_strategy="forward-mode")
     theirs = torch.autograd.functional.hessian(cubic, (torch.tensor(x), torch.tensor(y)),
@@ -209,10 +202,10 @@ class Cube(mg.autograd.Function):
 
 
 def test_an_autograd_function_gets_its_tangent_or_a_clear_error():
-    x = data((3,), 17)
+    x = normal((3,), 17)
     _, tangent = jvp(Cube.apply, (mg.tensor(x),), (mg.ones(3).double(),))
     close(tangent, torch.tensor(3 * x ** 2))
     with pytest.raises(NotImplementedError, match="Cube: forward-mode AD through an "
                                                   "autograd.Function inside vmap"):
-        vmap(lambda p: jvp(Cube.apply, (p,), (mg.ones(3).double(),)))(mg.tensor(data((4, 3),
+        vmap(lambda p: jvp(Cube.apply, (p,), (mg.ones(3).double(),)))(mg.tensor(normal((4, 3),
                                                                                     18)))

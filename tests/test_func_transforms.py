@@ -14,16 +14,9 @@ import minigrad.nn as nn
 import minigrad.nn.functional as F
 from minigrad.func import functional_call, grad, grad_and_value, hessian, jacrev, vjp, vmap
 
+from ops_oracle import close, normal
+
 TF = torch.nn.functional
-TOL = dict(rtol=1e-9, atol=1e-12)
-
-
-def data(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape)
-
-
-def close(ours, theirs):
-    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL)
 
 
 class SmallCNN(nn.Module):
@@ -55,7 +48,7 @@ def test_per_sample_gradients_of_a_cnn_match_torch_func():
     mg.manual_seed(0)
     model = SmallCNN().double()
     params = {k: v.detach() for k, v in model.named_parameters()}
-    x, t = data((16, 1, 8, 8), 1), np.arange(16) % 10
+    x, t = normal((16, 1, 8, 8), 1), np.arange(16) % 10
     twin, tparams = torch_cnn(params)
 
     def loss(p, xi, ti):
@@ -82,7 +75,7 @@ def mlp(w1, b1, w2, x):
 
 
 def test_jacrev_of_an_mlp_matches_torch():
-    arrays = [data((5, 3), 1), data((5,), 2), data((2, 5), 3), data((4, 3), 4)]
+    arrays = [normal((5, 3), 1), normal((5,), 2), normal((2, 5), 3), normal((4, 3), 4)]
     ours = jacrev(mlp, argnums=(0, 1, 2))(*map(mg.tensor, arrays))
     theirs = torch.func.jacrev(mlp, argnums=(0, 1, 2))(*map(torch.tensor, arrays))
     for a, b in zip(ours, theirs):
@@ -95,7 +88,7 @@ def test_jacrev_of_an_mlp_matches_torch():
 
 
 def test_hessian_of_a_loss_through_batch_norm():
-    x, w, b = data((6, 3), 5), data((3,), 6), data((3,), 7)
+    x, w, b = normal((6, 3), 5), normal((3,), 6), normal((3,), 7)
 
     def loss(x, w, b, lib):
         y = lib.batch_norm(x, None, None, w, b, training=True)
@@ -121,7 +114,7 @@ def cubic(x, y):
 
 @pytest.mark.parametrize("name", ["hvp", "vhp", "vjp", "jvp"])
 def test_autograd_functional_products(name):
-    x, y, u, v = data((4,), 8), data((4,), 9), data((4,), 10), data((4,), 11)
+    x, y, u, v = normal((4,), 8), normal((4,), 9), normal((4,), 10), normal((4,), 11)
     ours = getattr(mg.autograd.functional, name)
     theirs = getattr(torch.autograd.functional, name)
     if name in ("vjp",):
@@ -141,7 +134,7 @@ def test_autograd_functional_products(name):
 
 @pytest.mark.parametrize("vectorize", [False, True])
 def test_autograd_functional_jacobian(vectorize):
-    x = data((3, 2), 12)
+    x = normal((3, 2), 12)
     f = lambda t: (t.exp() * t.sum(), t.sin()[0])   # noqa: E731
     ours = mg.autograd.functional.jacobian(f, mg.tensor(x), vectorize=vectorize)
     theirs = torch.autograd.functional.jacobian(f, torch.tensor(x), vectorize=vectorize)
@@ -151,11 +144,11 @@ def test_autograd_functional_jacobian(vectorize):
 
 
 def test_create_graph_keeps_results_differentiable():
-    x = mg.tensor(data((3,), 13), requires_grad=True)
+    x = mg.tensor(normal((3,), 13), requires_grad=True)
     _, hv = mg.autograd.functional.hvp(lambda t: (t ** 4).sum(), x, mg.ones(3).double(),
                                        create_graph=True)
     (third,) = mg.grad(hv.sum(), x)
-    tx = torch.tensor(data((3,), 13), requires_grad=True)
+    tx = torch.tensor(normal((3,), 13), requires_grad=True)
     _, thv = torch.autograd.functional.hvp(lambda t: (t ** 4).sum(), tx,
                                            torch.ones(3).double(), create_graph=True)
     close(third, torch.autograd.grad(thv.sum(), tx)[0])
@@ -167,7 +160,7 @@ def test_strict_reports_an_unused_input():
 
 
 def test_grad_and_value_argnums_and_aux():
-    x, y = data((3,), 14), data((3,), 15)
+    x, y = normal((3,), 14), normal((3,), 15)
 
     def f(a, b):
         return (a * b.exp()).sum(), a * 2
@@ -192,14 +185,14 @@ def test_grad_frees_the_activations_as_its_walk_goes():
         a.register_hook(lambda g: freed.append(alive() is None))   # runs after b's backward
         return b.exp().sum()
 
-    x = data((4,), 17)
+    x = normal((4,), 17)
     close(grad(f)(mg.tensor(x)), torch.func.grad(lambda t: (t * 2).exp().exp().sum())(
         torch.tensor(x)))
     assert freed == [True]
 
 
 def test_grad_of_grad_and_vjp_inside_vmap():
-    x = data((5,), 16)
+    x = normal((5,), 16)
     f = lambda t: (t.sin() * t).sum()   # noqa: E731
     close(vmap(grad(grad(lambda s: f(s.reshape(1)))))(mg.tensor(x)),
           torch.func.vmap(torch.func.grad(torch.func.grad(lambda s: f(s.reshape(1)))))(
