@@ -20,7 +20,7 @@ bumps its version counter (minigrad/version.py). With autograd:
 
 Each write into an array goes through `tracing.run`, so that mg.compile records it.
 """
-from . import autograd, forward_ad, grad_mode, hooks, ops, random, tracing, views
+from . import autograd, forward_ad, grad_mode, hooks, modes, ops, random, tracing, views
 from .ops._promotion import category
 from .ops.errors import DTypeError, ShapeError
 from .ops.indexing import IndexPut, has_arrays, normalize_index, put
@@ -148,7 +148,7 @@ def _records(x, name, values):
             f"{name}: an in-place update to an inference tensor (shape {x.shape}, made in "
             "inference_mode) outside inference_mode is not allowed; clone it to get a normal "
             "tensor first")
-    if forward_ad._state.levels:
+    if modes.open_levels and forward_ad._state.levels:
         forward_ad.refuse_in_place(name, x, values)
     if not autograd.is_grad_enabled():
         return False
