@@ -108,10 +108,10 @@ def environment(fn, args, kwargs, named=True, checked=False):
         # (below, an atom among the items is noted at once: visit(atom) would note the same)
         if isinstance(value, Module):
             note(("module", id(value), value.training), f'("module", id({v}), {v}.training)')
-            attributes = vars(value)
-            note(tuple(attributes), f"tuple(vars({v}))")   # (which the loop below reads)
+            attributes, d = vars(value), reach(f"vars({v})")
+            note(tuple(attributes), f"tuple({d})")   # (which the loop below reads)
             for key, item in attributes.items():
-                at = f"vars({v})[{constant(key)}]"
+                at = f"{d}[{constant(key)}]"
                 if type(item) in _ATOMS:
                     if key != "training":
                         note((type(item), item), f"(type({at}), {at})")
@@ -175,10 +175,11 @@ def environment(fn, args, kwargs, named=True, checked=False):
                 value, (type, types.ModuleType)):
             note(("object", id(value)), f'("object", id({v}))')
         else:   # an object of the user's: its attributes
+            d = reach(f"vars({v})")
             note(("object", id(value), kind, tuple(vars(value))),
-                 f'("object", id({v}), type({v}), tuple(vars({v})))')
+                 f'("object", id({v}), type({v}), tuple({d}))')
             for key, item in vars(value).items():
-                visit(item, path and f"{path}.{key}", depth, f"vars({v})[{constant(key)}]")
+                visit(item, path and f"{path}.{key}", depth, f"{d}[{constant(key)}]")
 
     def visit_argument(value, path, read):   # its tensors are the call's, guarded by call_key
         if type(value) in (tuple, list):
