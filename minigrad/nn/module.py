@@ -452,6 +452,11 @@ def _move(tensor, backend, dtype):
                 tensor.grad = tensor.grad.to(dtype=dtype)
 
 
+def _family(dtype):
+    """'floating' (bfloat16 too, kind 'V' to NumPy), 'complex', 'integer', 'bool', or None."""
+    return "floating" if is_floating(dtype) else _DTYPE_FAMILIES.get(dtype.kind)
+
+
 def _checked_array(key, value, target):
     """`value` as a NumPy array ready to copy into `target`, or (None, the problem)."""
     if isinstance(value, Tensor):
@@ -466,8 +471,7 @@ def _checked_array(key, value, target):
     if array.shape != target.shape:
         return None, (f"{key!r}: shape {array.shape} in the state dict, but the module's "
                       f"tensor has shape {target.shape}")
-    have = "floating" if is_floating(array.dtype) else _DTYPE_FAMILIES.get(array.dtype.kind)
-    want = "floating" if is_floating(target.dtype) else _DTYPE_FAMILIES.get(target.dtype.kind)
+    have, want = _family(array.dtype), _family(target.dtype)
     if have is None or have != want:
         return None, (f"{key!r}: dtype {array.dtype} in the state dict cannot load into the "
                       f"module's {target.dtype} tensor ({want} values expected)")
