@@ -175,10 +175,10 @@ def environment(fn, args, kwargs, named=True, checked=False):
                 value, (type, types.ModuleType)):
             note(("object", id(value)), f'("object", id({v}))')
         else:   # an object of the user's: its attributes
-            d = reach(f"vars({v})")
-            note(("object", id(value), kind, tuple(vars(value))),
+            attributes, d = vars(value), reach(f"vars({v})")
+            note(("object", id(value), kind, tuple(attributes)),
                  f'("object", id({v}), type({v}), tuple({d}))')
-            for key, item in vars(value).items():
+            for key, item in attributes.items():
                 visit(item, path and f"{path}.{key}", depth, f"{d}[{constant(key)}]")
 
     def visit_argument(value, path, read):   # its tensors are the call's, guarded by call_key
