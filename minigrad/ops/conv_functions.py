@@ -55,8 +55,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     check_same_dtype("conv2d", ("input", "weight", "bias"), (x, weight, bias))
     op = EmptyBatchConv2d if x.shape[0] == 0 else Conv2d
     return float32_call(op.apply, x, weight, bias, stride=stride,
-                        padding=tuple(b for b, _ in sides),
-                    dilation=dilation, groups=groups)
+                        padding=tuple(b for b, _ in sides), dilation=dilation, groups=groups)
 
 
 def _one(op, name, value, minimum):
